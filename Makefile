@@ -1,0 +1,79 @@
+# baton: one Makefile. `make` builds build/baton, build/libbaton.a and the tests.
+# `make run` installs missing Debian packages, builds, and runs the main job.
+# `make test` installs missing Debian packages, builds, and runs every test.
+# `make asan` / `make tsan` build into build-asan / build-tsan and run the suite there.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+WERROR  ?= $(if $(CI),-Werror,)
+CFLAGS  ?=
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN)
+LDFLAGS += -pthread $(SAN)
+LDLIBS  += -lopenblas -lsodium -lcjson -lz -lm -lrt
+
+# Debian packages the build and the tests need (the benchmarks install their own heavier peers).
+DEB_PKGS := gcc make pkg-config libopenblas-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
+
+LIB_SRC   := $(shell find src -name '*.c' | sort)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_SRC  := $(wildcard tools/*.c)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+PROG_SRC  := $(wildcard tests/prog_*.c)
+PROG_BIN  := $(PROG_SRC:tests/%.c=$(BUILD)/tests/%)
+HARNESS   := $(BUILD)/obj/tests/harness.o
+
+.PHONY: all deps run test asan tsan clean install
+.SECONDARY:
+all: $(BUILD)/baton $(TEST_BIN) $(PROG_BIN)
+
+# Installs whatever of DEB_PKGS is missing, once (apt-get update only when something is missing).
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "error: missing packages:$$missing; run 'make deps' as root or apt-get install them" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libbaton.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/baton: $(TOOL_OBJ) $(BUILD)/libbaton.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libbaton.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libbaton.a $(LDLIBS)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/baton run -n 2 -- $(BUILD)/baton train --model mlp --data fashion-mnist --epochs 5
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	BUILD=$(BUILD) sh tests/run.sh
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
+
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" all
+	BUILD=build-tsan TSAN_OPTIONS=halt_on_error=1 sh tests/run.sh
+
+install: all
+	install -m 755 $(BUILD)/baton /usr/local/bin/baton
+
+clean:
+	rm -rf build build-asan build-tsan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

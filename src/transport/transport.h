@@ -1,0 +1,40 @@
+/* transport.h: point-to-point transports behind one small vtable. Collective algorithms talk only to
+ * peers through this, so ring, recursive doubling and the rest run unchanged over shm and tcp.
+ *
+ * Messages between one ordered pair of ranks arrive in the order they were sent (a byte stream per
+ * direction); collectives run one at a time per communicator, so no tags are needed at this level.
+ * Every call is bounded by a deadline (CLOCK_MONOTONIC ns, UINT64_MAX = none) and returns BATON_OK,
+ * BATON_ETIMEDOUT, or BATON_EPEERDEAD / BATON_EPROTO with a detail naming the peer rank. */
+#ifndef BATON_TRANSPORT_H
+#define BATON_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct baton_transport baton_transport;
+
+typedef struct {
+    const char *name;  /* "shm", "tcp" */
+    /* Sends sbytes to speer while receiving rbytes from rpeer, returning when both are complete.
+     * speer < 0 (or sbytes 0) means no send; rpeer < 0 (or rbytes 0) no receive. Large transfers move
+     * in pipelined segments; the send and the receive progress at the same time (no deadlock when two
+     * ranks send to each other at once). */
+    int (*sendrecv)(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
+                    size_t rbytes, uint64_t deadline_ns);
+    void (*close)(baton_transport *t);
+} baton_transport_ops;
+
+struct baton_transport {
+    const baton_transport_ops *ops;
+    int rank;    /* this rank (global) */
+    int world;   /* ranks in the job (global) */
+};
+
+static inline int baton__send(baton_transport *t, int peer, const void *buf, size_t bytes, uint64_t deadline_ns) {
+    return t->ops->sendrecv(t, peer, buf, bytes, -1, NULL, 0, deadline_ns);
+}
+static inline int baton__recv(baton_transport *t, int peer, void *buf, size_t bytes, uint64_t deadline_ns) {
+    return t->ops->sendrecv(t, -1, NULL, 0, peer, buf, bytes, deadline_ns);
+}
+
+#endif

@@ -1,0 +1,90 @@
+/* util.h: internal helpers used by every layer: errors with detail, logging, assertions, clocks,
+ * bounded environment parsing, and a spin-then-back-off waiter for shared-memory flags. */
+#ifndef BATON_UTIL_H
+#define BATON_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/status.h"
+
+/* ---- errors ---------------------------------------------------------------------------------------- */
+/* Records a detail line for baton_last_error() and returns `status`, so failures read
+ *   return baton__fail(BATON_EPROTO, "store: key length %u exceeds %u", len, max);              */
+int baton__fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prepends context to the current detail: "allreduce #3: " + old detail. Returns status. */
+int baton__fail_ctx(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void baton__clear_error(void);
+
+/* ---- logging --------------------------------------------------------------------------------------- */
+enum { BATON_LOG_ERROR = 0, BATON_LOG_WARN = 1, BATON_LOG_INFO = 2, BATON_LOG_DEBUG = 3 };
+/* Level from BATON_LOG_LEVEL (error|warn|info|debug or 0-3), default warn. Lines go to stderr as
+ * "baton[rank R] warn: message". The rank is set once known (-1 prints no rank). */
+void baton__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int baton__log_enabled(int level);
+void baton__log_set_rank(int rank);
+int baton__log_rank(void);
+#define BATON_ERROR(...) baton__log(BATON_LOG_ERROR, __VA_ARGS__)
+#define BATON_WARN(...) baton__log(BATON_LOG_WARN, __VA_ARGS__)
+#define BATON_INFO(...) baton__log(BATON_LOG_INFO, __VA_ARGS__)
+#define BATON_DEBUG(...) baton__log(BATON_LOG_DEBUG, __VA_ARGS__)
+
+/* Programming errors: prints file:line, the rank and the expression, then aborts. */
+#define BATON_ASSERT(cond) \
+    ((cond) ? (void)0 : baton__assert_fail(#cond, __FILE__, __LINE__, __func__))
+_Noreturn void baton__assert_fail(const char *expr, const char *file, int line, const char *func);
+
+/* ---- clocks ---------------------------------------------------------------------------------------- */
+uint64_t baton__now_ns(void);          /* CLOCK_MONOTONIC */
+/* now + seconds, saturating; seconds <= 0 means "no deadline" (UINT64_MAX). */
+uint64_t baton__deadline_after(double seconds);
+void baton__sleep_ns(uint64_t ns);
+
+/* ---- environment ----------------------------------------------------------------------------------- */
+/* Each returns BATON_OK and stores the value, returns BATON_ENOTFOUND (leaving *out = dflt) when the
+ * variable is unset or empty, or fails with BATON_EINVAL and a detail naming the variable, the bad value
+ * and the accepted range when it is malformed or out of range. */
+int baton__env_long(const char *name, long dflt, long min, long max, long *out);
+int baton__env_double(const char *name, double dflt, double min, double max, double *out);
+/* Strict integer / double parsing of a whole string (no trailing junk); used for flags too. */
+int baton__parse_long(const char *s, long min, long max, long *out);
+int baton__parse_double(const char *s, double min, double max, double *out);
+/* Parses sizes such as "64", "8K", "256M", "1G" (powers of 1024) into bytes. */
+int baton__parse_size(const char *s, uint64_t max, uint64_t *out);
+
+/* ---- waiting --------------------------------------------------------------------------------------- */
+/* Spin briefly (with pause), then sched_yield, then sleep with growing naps (up to ~200 us), so that
+ * ranks which outnumber the cores still make progress.
+ *   baton_backoff b; baton__backoff_init(&b);
+ *   while (!ready()) baton__backoff(&b);                                                          */
+typedef struct {
+    uint32_t iter;     /* calls so far */
+    uint32_t nap_ns;   /* current nap once sleeping */
+} baton_backoff;
+void baton__backoff_init(baton_backoff *b);
+void baton__backoff(baton_backoff *b);
+
+static inline void baton__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- memory ---------------------------------------------------------------------------------------- */
+/* Overflow-checked size arithmetic: return 0 on overflow (and leave *out unchanged). */
+static inline int baton__mul_ok(size_t a, size_t b, size_t *out) {
+    return __builtin_mul_overflow(a, b, out) ? 0 : 1;
+}
+static inline int baton__add_ok(size_t a, size_t b, size_t *out) {
+    return __builtin_add_overflow(a, b, out) ? 0 : 1;
+}
+
+/* Reads / writes exactly n bytes on a blocking fd, retrying EINTR and short transfers. Return BATON_OK,
+ * BATON_EPEERDEAD on EOF / reset, BATON_ESYS otherwise. */
+int baton__read_full(int fd, void *buf, size_t n);
+int baton__write_full(int fd, const void *buf, size_t n);
+
+#endif

@@ -1,0 +1,203 @@
+/* harness.c: runs each registered test in a forked child with a hard timeout and reports the totals. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baton/status.h"
+
+enum { MAX_TESTS = 512 };
+static struct {
+    const char *name;
+    void (*fn)(void);
+    int timeout_s;
+} tests[MAX_TESTS];
+static int ntests;
+static char tmpdir[256];
+
+void th_register(const char *name, void (*fn)(void), int timeout_s) {
+    if (ntests == MAX_TESTS) {
+        fprintf(stderr, "harness: too many tests\n");
+        exit(2);
+    }
+    tests[ntests].name = name;
+    tests[ntests].fn = fn;
+    tests[ntests].timeout_s = timeout_s;
+    ntests++;
+}
+
+void th_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    _exit(1);
+}
+
+const char *th_errdetail(void) { return baton_last_error(); }
+
+const char *th_build_dir(void) {
+    const char *b = getenv("BUILD");
+    return b && *b ? b : "build";
+}
+
+const char *th_baton(void) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/baton", th_build_dir());
+    return path;
+}
+
+const char *th_tmpdir(void) {
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/baton-test-XXXXXX");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            _exit(1);
+        }
+    }
+    return tmpdir;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double timeout_scale(void) {
+    const char *s = getenv("TH_TIMEOUT_SCALE");
+    double v = s ? atof(s) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+int th_run(const char *cmd, double timeout_s, char **out, double *elapsed_s) {
+    int pfd[2];
+    if (pipe(pfd) != 0) return 125;
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) return 125;
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(pfd[1]);
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap + 1);
+    int status = 0, done = 0, eof = 0, timed_out = 0;
+    double limit = timeout_s * timeout_scale();
+    for (;;) {
+        for (;;) {
+            char tmp[65536];
+            ssize_t r = read(pfd[0], tmp, sizeof tmp);
+            if (r > 0) {
+                size_t take = (size_t)r < cap - len ? (size_t)r : cap - len;
+                if (buf) memcpy(buf + len, tmp, take);
+                len += take;
+                continue;
+            }
+            if (r == 0) eof = 1;
+            break;
+        }
+        if (!done && waitpid(pid, &status, WNOHANG) == pid) done = 1;
+        if (done && eof) break;
+        if (now_s() - t0 > limit) {
+            /* a leader still running is a timeout; one that exited but left children holding the
+             * pipe open is not, its children are killed below */
+            kill(-pid, SIGKILL);
+            if (!done) {
+                waitpid(pid, &status, 0);
+                timed_out = 1;
+            }
+            break;
+        }
+        usleep(2000);
+    }
+    kill(-pid, SIGKILL); /* leftovers of the group, if any */
+    close(pfd[0]);
+    if (buf) buf[len] = '\0';
+    if (out) *out = buf; else free(buf);
+    if (elapsed_s) *elapsed_s = now_s() - t0;
+    if (timed_out) return 124;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 125;
+}
+
+static void rm_rf(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0;
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < ntests; i++) {
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        double t0 = now_s();
+        fflush(stdout);
+        fflush(stderr);
+        char dir[256];
+        snprintf(dir, sizeof dir, "/tmp/baton-test-XXXXXX");
+        if (!mkdtemp(dir)) { perror("mkdtemp"); return 2; }
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            snprintf(tmpdir, sizeof tmpdir, "%s", dir);
+            tests[i].fn();
+            fflush(stdout);
+            fflush(stderr);
+            _exit(0);
+        }
+        setpgid(pid, pid);
+        double limit = tests[i].timeout_s * timeout_scale();
+        int status = 0, timed_out = 0;
+        for (;;) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid) break;
+            if (now_s() - t0 > limit) {
+                kill(-pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                timed_out = 1;
+                break;
+            }
+            usleep(5000);
+        }
+        kill(-pid, SIGKILL); /* anything the test left running */
+        rm_rf(dir);
+        double dt = now_s() - t0;
+        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            printf("PASS %s (%.2fs)\n", tests[i].name, dt);
+            passed++;
+        } else if (timed_out) {
+            printf("FAIL %s: timed out after %.0fs\n", tests[i].name, limit);
+            failed++;
+        } else if (WIFSIGNALED(status)) {
+            printf("FAIL %s: killed by signal %d (%.2fs)\n", tests[i].name, WTERMSIG(status), dt);
+            failed++;
+        } else {
+            printf("FAIL %s (%.2fs)\n", tests[i].name, dt);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,85 @@
+/* test_util.c: status table, strict parsing, deadlines, and the harness itself. */
+#include <stdint.h>
+
+#include "harness.h"
+#include "util/util.h"
+
+TEST(status_strings_come_from_one_table) {
+    ASSERT_STR_EQ(baton_strerror(BATON_OK), "success");
+    ASSERT_STR_EQ(baton_strerror(BATON_ETIMEDOUT), "timed out");
+    ASSERT_STR_EQ(baton_status_name(BATON_EPEERDEAD), "BATON_EPEERDEAD");
+    ASSERT_STR_EQ(baton_strerror(-9999), "unknown status");
+}
+
+TEST(fail_records_detail_and_context) {
+    int rc = baton__fail(BATON_EPROTO, "key length %u exceeds %u", 300u, 256u);
+    ASSERT_EQ_INT(rc, BATON_EPROTO);
+    ASSERT_STR_EQ(baton_last_error(), "key length 300 exceeds 256");
+    baton__fail_ctx(rc, "store: ");
+    ASSERT_STR_EQ(baton_last_error(), "store: key length 300 exceeds 256");
+}
+
+TEST(parse_long_is_strict) {
+    long v = 0;
+    ASSERT_OK(baton__parse_long("42", 0, 100, &v));
+    ASSERT_EQ_INT(v, 42);
+    ASSERT_EQ_INT(baton__parse_long("42x", 0, 100, &v), BATON_EINVAL);
+    ASSERT_EQ_INT(baton__parse_long("", 0, 100, &v), BATON_EINVAL);
+    ASSERT_EQ_INT(baton__parse_long("101", 0, 100, &v), BATON_ERANGE);
+    ASSERT_EQ_INT(baton__parse_long("99999999999999999999999", 0, 100, &v), BATON_EINVAL);
+}
+
+TEST(parse_size_accepts_suffixes) {
+    uint64_t v = 0;
+    ASSERT_OK(baton__parse_size("8", UINT64_MAX, &v));
+    ASSERT_EQ_U64(v, 8);
+    ASSERT_OK(baton__parse_size("8K", UINT64_MAX, &v));
+    ASSERT_EQ_U64(v, 8192);
+    ASSERT_OK(baton__parse_size("256M", UINT64_MAX, &v));
+    ASSERT_EQ_U64(v, 256ull << 20);
+    ASSERT_OK(baton__parse_size("1GB", UINT64_MAX, &v));
+    ASSERT_EQ_U64(v, 1ull << 30);
+    ASSERT_EQ_INT(baton__parse_size("-1", UINT64_MAX, &v), BATON_EINVAL);
+    ASSERT_EQ_INT(baton__parse_size("12Q", UINT64_MAX, &v), BATON_EINVAL);
+    ASSERT_EQ_INT(baton__parse_size("2G", 1ull << 30, &v), BATON_ERANGE);
+    ASSERT_EQ_INT(baton__parse_size("99999999999999G", UINT64_MAX, &v), BATON_ERANGE);
+}
+
+TEST(env_errors_name_the_variable) {
+    long v;
+    setenv("BATON_TEST_VAR", "abc", 1);
+    ASSERT_EQ_INT(baton__env_long("BATON_TEST_VAR", 7, 0, 10, &v), BATON_EINVAL);
+    ASSERT_CONTAINS(baton_last_error(), "BATON_TEST_VAR='abc'");
+    ASSERT_EQ_INT(v, 7);
+    unsetenv("BATON_TEST_VAR");
+    ASSERT_EQ_INT(baton__env_long("BATON_TEST_VAR", 7, 0, 10, &v), BATON_ENOTFOUND);
+    ASSERT_EQ_INT(v, 7);
+}
+
+TEST(deadline_and_backoff_make_progress) {
+    uint64_t t0 = baton__now_ns();
+    uint64_t d = baton__deadline_after(0.05);
+    baton_backoff b;
+    baton__backoff_init(&b);
+    while (baton__now_ns() < d) baton__backoff(&b);
+    uint64_t dt = baton__now_ns() - t0;
+    ASSERT_TRUE(dt >= 50000000ull);
+    ASSERT_EQ_U64(baton__deadline_after(0), UINT64_MAX);
+}
+
+TEST(harness_run_captures_output_and_exit_codes) {
+    char *out = NULL;
+    int rc = th_run("echo hello; echo err >&2; exit 3", 10, &out, NULL);
+    ASSERT_EQ_INT(rc, 3);
+    ASSERT_CONTAINS(out, "hello");
+    ASSERT_CONTAINS(out, "err");
+    free(out);
+    ASSERT_EQ_INT(th_run("kill -TERM $$", 10, NULL, NULL), 128 + 15);
+}
+
+TEST(harness_run_kills_on_timeout) {
+    double el = 0;
+    int rc = th_run("sleep 30", 0.5, NULL, &el);
+    ASSERT_EQ_INT(rc, 124);
+    ASSERT_TRUE(el < 5);
+}

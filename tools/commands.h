@@ -1,0 +1,9 @@
+/* commands.h: the `baton` subcommands. Each returns the process exit code; only main() exits. */
+#ifndef BATON_COMMANDS_H
+#define BATON_COMMANDS_H
+
+int baton_cmd_run(int argc, char **argv);    /* tools/run.c: the launcher */
+int baton_cmd_bench(int argc, char **argv);  /* tools/bench.c: nccl-tests-style benchmark */
+int baton_cmd_train(int argc, char **argv);  /* tools/train.c: the training job */
+
+#endif

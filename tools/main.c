@@ -1,0 +1,37 @@
+/* main.c: `baton COMMAND [ARGS...]`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", baton_cmd_run, "launch N workers (torchrun-style): baton run -n N [--] PROGRAM [ARGS...]"},
+    {"train", baton_cmd_train, "train a model, alone or under `baton run`"},
+    {"bench", baton_cmd_bench, "benchmark a collective (nccl-tests style), under `baton run`"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: baton COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`baton COMMAND --help` describes each.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "baton: unknown command '%s' (try: baton --help)\n", argv[1]);
+    return 2;
+}
