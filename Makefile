@@ -50,6 +50,11 @@ $(BUILD)/libbaton.a: $(LIB_OBJ)
 $(BUILD)/baton: $(TOOL_OBJ) $(BUILD)/libbaton.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libbaton.a $(LDLIBS)
 
+# tests/prog_*.c are standalone programs (own main) that multi-process tests start under `baton run`.
+$(BUILD)/tests/prog_%: $(BUILD)/obj/tests/prog_%.o $(BUILD)/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libbaton.a $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libbaton.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libbaton.a $(LDLIBS)
