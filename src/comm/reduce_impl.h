@@ -36,55 +36,10 @@ typedef struct {
 } baton__reduce_kernels;
 
 extern const baton__reduce_kernels baton__reduce_kernels_scalar;
-#if 0 && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BATON_REDUCE_X86 1
 extern const baton__reduce_kernels baton__reduce_kernels_avx2;
 extern const baton__reduce_kernels baton__reduce_kernels_avx512;
-/* ---- scalar 16-bit conversions (exact; the vector paths give the same bits) -------------------------- */
-static inline uint32_t baton__f2u(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
-static inline float baton__u2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
-
-/* IEEE half -> float: exact; a NaN keeps its payload and gets the quiet bit (as F16C's VCVTPH2PS does). */
-static inline float baton__h2f(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return baton__u2f(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
-    if (e == 0) return baton__u2f(baton__f2u((float)m * 0x1p-24f) | sign);  /* zero / subnormal: exact */
-    return baton__u2f(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-/* float -> IEEE half, round to nearest-even, overflow to infinity, subnormals exact; a NaN keeps the top
- * payload bits and gets the quiet bit (as F16C's VCVTPS2PH with imm 0 does). */
-static inline uint16_t baton__f2h(float f) {
-    uint32_t x = baton__f2u(f), ax = x & 0x7fffffffu;
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);   /* >= 65520 rounds to infinity */
-    if (ax >= 0x38800000u) {                                    /* normal half: >= 2^-14 */
-        uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
-        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-    }
-    uint32_t e = ax >> 23;
-    if (e < 102) return sign;                                   /* < 2^-25: rounds to zero */
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;  /* value = m * 2^-shift half-subnormal units */
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (q & 1u))) q++;
-    return (uint16_t)(sign | q);
-}
-
-/* bfloat16 -> float: exact; a signaling NaN gets the quiet bit. */
-static inline float baton__b2f(uint16_t h) {
-    uint32_t x = (uint32_t)h << 16;
-    if ((x & 0x7fffffffu) > 0x7f800000u) x |= 0x400000u;
-    return baton__u2f(x);
-}
-
-/* float -> bfloat16, round to nearest-even (subnormals too), NaN quieted. */
-static inline uint16_t baton__f2b(float f) {
-    uint32_t x = baton__f2u(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
 #endif
 
 /* The table in use (chosen on first call). */
