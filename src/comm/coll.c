@@ -158,7 +158,8 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
     return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
 }
 
-/* Runs one collective now (caller holds exec_mu). A failure breaks the communicator for good. */
+/* Runs one collective now (on the user's thread when nothing is queued, else on the comm thread).
+ * A failure breaks the communicator for good. */
 int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->broken) return baton__fail(BATON_ECANCELED, "communicator unusable after an earlier failure: %s", c->broken_reason);
     uint64_t deadline = baton__deadline_after(c->opt.timeout_s);
@@ -202,16 +203,14 @@ static void *comm_thread(void *arg) {
         c->head = w->next;
         if (!c->head) c->tail = NULL;
         pthread_mutex_unlock(&c->mu);
-        pthread_mutex_lock(&c->exec_mu);
         int rc = baton__coll_exec(c, &w->args);
         char detail[512];
         snprintf(detail, sizeof detail, "%s", baton_last_error());
-        pthread_mutex_unlock(&c->exec_mu);
         pthread_mutex_lock(&c->mu);
         w->status = rc;
         if (rc < 0) snprintf(c->broken_reason, sizeof c->broken_reason, "%s", detail);
         w->done = 1;
-        c->pending--;
+        __atomic_fetch_sub(&c->pending, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -237,7 +236,7 @@ static int enqueue(baton_comm *c, const coll_args *a, baton_work **out) {
     else
         c->head = w;
     c->tail = w;
-    c->pending++;
+    __atomic_fetch_add(&c->pending, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     *out = w;
@@ -282,15 +281,9 @@ void baton__async_stop(baton_comm *c) {
 
 /* Blocking calls run inline when nothing is queued, else behind the queued work (issue order). */
 static int run_blocking(baton_comm *c, const coll_args *a) {
-    pthread_mutex_lock(&c->mu);
-    int idle = c->pending == 0;
-    pthread_mutex_unlock(&c->mu);
-    if (idle) {
-        pthread_mutex_lock(&c->exec_mu);
-        int rc = baton__coll_exec(c, a);
-        pthread_mutex_unlock(&c->exec_mu);
-        return rc;
-    }
+    /* pending is raised only by this (the user's) thread and dropped by the comm thread after its work
+     * is done (release), so 0 here (acquire) means the comm thread is idle and its writes are visible. */
+    if (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE) == 0) return baton__coll_exec(c, a);
     baton_work *w;
     int rc = enqueue(c, a, &w);
     return rc < 0 ? rc : baton_wait(w);

@@ -79,6 +79,7 @@ struct baton_comm {
     baton_transport_kind transport;/* SHM: one node; TCP: forced or across nodes */
     char job_id[64];
     uint8_t secret[BATON_STORE_SECRET_BYTES]; /* the job's secret (store and TCP handshakes) */
+    char store_host[256];          /* where the store is (to find this host's address across nodes) */
 
     baton_store_server *store_server;
     baton_store *store;
@@ -94,11 +95,10 @@ struct baton_comm {
     /* asynchronous work: a FIFO run by one comm thread, in issue order */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_mutex_t exec_mu;       /* held while a collective runs */
     pthread_t thread;
     int thread_started, stopping;
     baton_work *head, *tail;
-    int pending;                   /* works queued or running */
+    int pending;                   /* works queued or running (atomic: see run_blocking) */
     int broken;                    /* a collective failed: the communicator is unusable */
     char broken_reason[512];
 };

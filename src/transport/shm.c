@@ -234,14 +234,19 @@ static int peer_alive(baton_shm *s, int r) {
     return !(kill(pid, 0) != 0 && errno == ESRCH);
 }
 
-/* The slow part of a wait: called with the first rank found behind; returns non-zero (a status) to stop. */
+/* The slow part of a wait: backs off; now and then checks the abort word, the deadline, and whether the
+ * ranks still behind are alive. Returns a status to stop with, or BATON_OK to keep waiting. */
 typedef struct {
     baton_backoff b;
     uint64_t next_liveness;
 } waiter;
 
-static int waiter_step(baton_shm *s, waiter *w, const int *who, int nwho, baton_shm_ctr c, uint64_t v,
-                       uint64_t deadline, const char *what) {
+static uint64_t word_at(const void *base, size_t stride, int r) {
+    return atomic_load_explicit((_Atomic uint64_t *)((uint8_t *)base + (size_t)r * stride), memory_order_acquire);
+}
+
+static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride, int r0, int r1, uint64_t v,
+                       uint64_t deadline) {
     baton__backoff(&w->b);
     if (w->b.iter < 4000 && (w->b.iter & 255) != 0) return BATON_OK; /* cheap spin phase */
     int rc = check_abort(s);
@@ -249,54 +254,52 @@ static int waiter_step(baton_shm *s, waiter *w, const int *who, int nwho, baton_
     uint64_t now = baton__now_ns();
     if (now >= w->next_liveness) {
         w->next_liveness = now + LIVENESS_NS;
-        for (int i = 0; i < nwho; i++) {
-            int r = who ? who[i] : i;
-            if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) >= v) continue;
-            if (!peer_alive(s, r)) {
-                rc = baton__fail(BATON_EPEERDEAD, "%s: rank %d (pid %d) died", what, s->global_ranks[r],
-                                 (int)s->ranks[r].pid);
-                baton__shm_abort(s, baton_last_error());
-                return rc;
-            }
+        for (int r = r0; r < r1; r++) {
+            if (word_at(base, stride, r) >= v || peer_alive(s, r)) continue;
+            rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[r], (int)s->ranks[r].pid);
+            baton__shm_abort(s, baton_last_error());
+            return rc;
         }
     }
     if (now > deadline) {
         char behind[256];
         size_t len = 0;
+        int count = 0;
         behind[0] = '\0';
-        for (int i = 0; i < nwho && len < sizeof behind - 16; i++) {
-            int r = who ? who[i] : i;
-            if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) < v)
-                len += (size_t)snprintf(behind + len, sizeof behind - len, "%s%d", len ? ", " : "", s->global_ranks[r]);
-        }
-        return baton__fail(BATON_ETIMEDOUT, "%s: timed out waiting for rank%s %s", what,
-                           strchr(behind, ',') ? "s" : "", behind);
+        for (int r = r0; r < r1 && len < sizeof behind - 16; r++)
+            if (word_at(base, stride, r) < v) {
+                len += (size_t)snprintf(behind + len, sizeof behind - len, "%s%d", count ? ", " : "", s->global_ranks[r]);
+                count++;
+            }
+        return baton__fail(BATON_ETIMEDOUT, "timed out waiting for rank%s %s", count > 1 ? "s" : "", behind);
     }
     return BATON_OK;
 }
 
-int baton__shm_wait_all(baton_shm *s, baton_shm_ctr c, uint64_t v, uint64_t deadline, const char *what) {
+static int wait_range(baton_shm *s, const void *base, size_t stride, int r0, int r1, uint64_t v, uint64_t deadline) {
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
-    for (int r = 0; r < s->local_size;) {
-        if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) >= v) {
+    for (int r = r0; r < r1;) {
+        if (word_at(base, stride, r) >= v) {
             r++;
             continue;
         }
-        int rc = waiter_step(s, &w, NULL, s->local_size, c, v, deadline, what);
+        int rc = waiter_step(s, &w, base, stride, r, r1, v, deadline);
         if (rc < 0) return rc;
     }
     return BATON_OK;
 }
 
-int baton__shm_wait_one(baton_shm *s, int r, baton_shm_ctr c, uint64_t v, uint64_t deadline, const char *what) {
-    waiter w = {.next_liveness = 0};
-    baton__backoff_init(&w.b);
-    while (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) < v) {
-        int rc = waiter_step(s, &w, &r, 1, c, v, deadline, what);
-        if (rc < 0) return rc;
-    }
-    return BATON_OK;
+int baton__shm_wait_all_at(baton_shm *s, const void *base, size_t stride, uint64_t v, uint64_t deadline) {
+    return wait_range(s, base, stride, 0, s->local_size, v, deadline);
+}
+
+int baton__shm_wait_all(baton_shm *s, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), 0, s->local_size, v, deadline);
+}
+
+int baton__shm_wait_one(baton_shm *s, int r, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), r, r + 1, v, deadline);
 }
 
 /* ---- p2p transport over byte rings --------------------------------------------------------------- */

@@ -31,15 +31,14 @@
 enum {
     BATON_SHM_CACHELINE = 64,
     BATON_SHM_MAX_LOCAL = 64,                  /* local ranks per node */
-    BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot: all-reduce inputs up to this size */
+    BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot (8-byte header + all-reduce input) */
     BATON_SHM_STAGE_BYTES = 512 << 10,         /* one staging buffer (a chunk of a large collective) */
     BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring */
 };
 
 /* The counters of one rank. */
 typedef enum {
-    BATON_SHM_CTR_SMALL = 0,   /* small all-reduce sequence number */
-    BATON_SHM_CTR_BIG = 1,     /* 3 x (chunks of direct collectives done) + phase */
+    BATON_SHM_CTR_BIG = 0,     /* 3 x (chunks of direct collectives done) + phase */
     BATON_SHM_CTR_COUNT
 } baton_shm_ctr;
 
@@ -71,7 +70,9 @@ void baton__shm_close(baton_shm *shm);   /* NULL is a no-op */
 int baton__shm_local_rank(const baton_shm *shm);
 int baton__shm_local_size(const baton_shm *shm);
 
-/* Region pointers. */
+/* Region pointers. A small slot starts with its sequence word (_Atomic uint64_t); the data follows at
+ * BATON_SHM_SMALL_DATA, so a message of up to 56 bytes travels in the same cache line as its flag. */
+enum { BATON_SHM_SMALL_DATA = 8 };
 void *baton__shm_small(baton_shm *shm, int local_rank, int parity);
 void *baton__shm_stage(baton_shm *shm, int local_rank, int buf);
 
@@ -83,13 +84,14 @@ baton_shm_rank *baton__shm_rank_block(baton_shm *shm, int local_rank);
 void baton__shm_post(baton_shm *shm, baton_shm_ctr c, uint64_t v);
 uint64_t baton__shm_get(baton_shm *shm, baton_shm_ctr c);   /* this rank's own value */
 
-/* Waits until every local rank's counter c is >= v (own included). `what` names the operation for
- * errors ("allreduce #12"). Returns BATON_OK, BATON_ETIMEDOUT (naming the ranks behind), BATON_EPEERDEAD
- * (naming the dead rank) or BATON_ECANCELED (another rank aborted the job, with its reason). */
-int baton__shm_wait_all(baton_shm *shm, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns, const char *what);
-/* Same for a single peer. */
-int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns,
-                        const char *what);
+/* Waits until every local rank's counter c is >= v (own included). Returns BATON_OK, BATON_ETIMEDOUT
+ * (naming the ranks behind), BATON_EPEERDEAD (naming the dead rank) or BATON_ECANCELED (another rank
+ * aborted the job; the detail carries its reason). The caller adds which collective it was. */
+int baton__shm_wait_all(baton_shm *shm, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* Same for a single local rank. */
+int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* The general form: rank r's word is at base + r * stride (e.g. the sequence words of small slots). */
+int baton__shm_wait_all_at(baton_shm *shm, const void *base, size_t stride, uint64_t v, uint64_t deadline_ns);
 
 /* Marks the segment aborted with a reason so that every waiter stops at once (first writer wins). */
 void baton__shm_abort(baton_shm *shm, const char *reason);
