@@ -278,7 +278,8 @@ static int shm_count(const char *job) {
 }
 
 TEST(shared_memory_leftovers_are_removed) {
-    const char *other = "/dev/shm/baton-0123456789abcdef-not-ours";
+    char other[128];   /* another job's segment (unique per test process) */
+    snprintf(other, sizeof other, "/dev/shm/baton-0123456789abcdef-not-ours-%d", (int)getpid());
     FILE *f = fopen(other, "w");
     ASSERT_TRUE(f != NULL);
     fclose(f);
