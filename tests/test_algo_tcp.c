@@ -259,7 +259,8 @@ static void run_allreduce_matrix(allreduce_fn fn, const char *name) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
         int n = worlds[w];
-        size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001};
+        /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
+        size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
         ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
