@@ -577,6 +577,7 @@ TEST_T(peer_closing_mid_collective_is_named, 60) {
                 th_fail(__FILE__, __LINE__, "n=%d rank %d: rc %d (%s), want EPEERDEAD", n, r, m.rc[r], m.err[r]);
             ASSERT_TRUE(m.elapsed[r] < 10.0);   /* the deadline is 30 s: the failure was noticed, not waited out */
         }
+        for (int r = 0; r < n - 1; r++) printf("    n=%d rank %d (%.3f s): %s\n", n, r, m.elapsed[r], m.err[r]);
         /* rank 0 receives from the dead rank in the ring: it names it */
         char want[32];
         snprintf(want, sizeof want, "rank %d", n - 1);
