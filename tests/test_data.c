@@ -22,7 +22,7 @@ static void write_idx(const char *path, int gz, const unsigned char magic[4], co
         buf[len++] = (unsigned char)dims[i];
     }
     ASSERT_TRUE(len + n <= sizeof buf);
-    memcpy(buf + len, payload, n);
+    if (n) memcpy(buf + len, payload, n);
     len += n;
     if (gz) {
         gzFile f = gzopen(path, "wb");
