@@ -94,3 +94,21 @@ HOT void baton__scale(float *x, size_t n, float k) {
     for (; i + VW <= n; i += VW) st(x + i, ld(x + i) * splat(k));
     for (; i < n; i++) x[i] *= k;
 }
+
+/* y[i] = max(x[i], 0) */
+HOT void baton__relu_fwd(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + VW <= n; i += VW) st(y + i, relu8(ld(x + i)));
+    for (; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+/* dx[i] = (beta ? dx[i] : 0) + (x[i] > 0 ? dy[i] : 0) */
+HOT void baton__relu_bwd(float *dx, const float *dy, const float *x, size_t n, float beta) {
+    size_t i = 0;
+    if (beta == 0.0f) {
+        for (; i + VW <= n; i += VW) st(dx + i, (vf)((vi)ld(dy + i) & (vi)(ld(x + i) > splat(0.0f))));
+    } else {
+        for (; i + VW <= n; i += VW) st(dx + i, ld(dx + i) + (vf)((vi)ld(dy + i) & (vi)(ld(x + i) > splat(0.0f))));
+    }
+    for (; i < n; i++) dx[i] = (beta == 0.0f ? 0.0f : dx[i]) + (x[i] > 0.0f ? dy[i] : 0.0f);
+}

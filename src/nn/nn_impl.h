@@ -96,5 +96,7 @@ void baton__colsum(float *db, const float *g, int m, int n, float beta);
 void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd);
 double baton__sumsq(const float *g, size_t n);
 void baton__scale(float *x, size_t n, float k);
+void baton__relu_fwd(float *y, const float *x, size_t n);
+void baton__relu_bwd(float *dx, const float *dy, const float *x, size_t n, float beta);
 
 #endif

@@ -98,7 +98,8 @@ static float gelu_df(float x) {
 
 static baton_tensor *act_forward(baton_tape *t, baton_tensor *x, int op) {
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
-    for (size_t i = 0; i < x->n; i++) {
+    if (op == BATON__OP_RELU) baton__relu_fwd(y->data, x->data, x->n);
+    else for (size_t i = 0; i < x->n; i++) {
         float v = x->data[i];
         y->data[i] = op == BATON__OP_RELU ? (v > 0.0f ? v : 0.0f) : op == BATON__OP_GELU ? gelu_f(v) : tanhf(v);
     }
@@ -129,6 +130,10 @@ static void act_bwd(baton_node *nd, int act) {
     baton_tensor *x = nd->in[0], *y = nd->out;
     if (!baton__needs_grad(x)) return;
     float beta = baton__grad_begin(x);
+    if (act == BATON_ACT_RELU) {   /* kink at 0: derivative taken as 0 */
+        baton__relu_bwd(x->grad, y->grad, x->data, x->n, beta);
+        return;
+    }
     for (size_t i = 0; i < x->n; i++) {
         float v = x->data[i], d;
         if (act == BATON_ACT_RELU) d = v > 0.0f ? 1.0f : 0.0f;   /* kink at 0: derivative taken as 0 */
