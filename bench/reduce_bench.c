@@ -2,7 +2,7 @@
  * f32 and bf16 sum on every code path this CPU has, beside memcpy as the ceiling. Built and run by
  * bench/reduce_bench.sh against build/libbaton.a; not part of `make test`.
  *
- *   bench/reduce_bench.sh [-s BYTES_PER_BUFFER] [-t SECONDS_PER_CASE]
+ *   bench/reduce_bench.sh [-s BYTES_PER_BUFFER] [-t SECONDS_PER_CASE] [-m]   (-m: the memcpy row only)
  *
  * Columns: traffic_GBps counts every byte read and written ((nsrc + 1) x buffer for reduce_n, 3 x buffer
  * for reduce's read-modify-write plus the source, 2 x buffer for memcpy); out_GBps counts the output
@@ -72,6 +72,7 @@ static void row(const char *isa, const char *kernel, const char *dt, int nsrc, s
 int main(int argc, char **argv) {
     uint64_t bytes = 64ull << 20;
     double budget = 0.4;
+    int memcpy_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-s") && i + 1 < argc) {
             if (baton__parse_size(argv[++i], 1ull << 32, &bytes) < 0 || bytes < 64) {
@@ -83,15 +84,18 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "reduce_bench: -t wants seconds per case in [0.01, 60], got '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "-m")) {
+            memcpy_only = 1;
         } else {
-            fprintf(stderr, "usage: reduce_bench [-s BYTES_PER_BUFFER] [-t SECONDS_PER_CASE]\n");
+            fprintf(stderr, "usage: reduce_bench [-s BYTES_PER_BUFFER] [-t SECONDS_PER_CASE] [-m]\n");
             return 2;
         }
     }
     bytes &= ~(uint64_t)63;
     enum { NBUF = 9 };
     char *buf[NBUF];
-    for (int i = 0; i < NBUF; i++) {
+    for (int i = 0; i < NBUF; i++) buf[i] = NULL;
+    for (int i = 0; i < (memcpy_only ? 2 : NBUF); i++) {
         buf[i] = aligned_alloc(64, bytes);
         if (!buf[i]) {
             fprintf(stderr, "reduce_bench: out of memory for %d buffers of %llu bytes\n", NBUF,
@@ -107,7 +111,7 @@ int main(int argc, char **argv) {
     c.srcs[0] = buf[1];
     row("-", "memcpy", "-", 1, bytes, time_median(run_memcpy, &c, budget), 2.0 * (double)bytes);
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 3 && !memcpy_only; p++) {
         if (baton__reduce_force_isa(isas[p]) < 0) continue;
         for (int d = 0; d < 2; d++) {
             c.dt = d ? BATON_BF16 : BATON_F32;
