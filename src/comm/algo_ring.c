@@ -1,0 +1,167 @@
+/* algo_ring.c: ring all-reduce (reduce-scatter then all-gather), ring reduce-scatter and ring all-gather
+ * over any transport. See docs/algorithms.md for the schedule, the bytes on the wire and the precision
+ * rule for 16-bit dtypes (f32 partials on the wire, rounded once by the chunk's owner). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/algo_util.h"
+#include "comm/reduce.h"
+
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
+    const uint8_t *pa = a, *pb = b;
+    return pa < pb + blen && pb < pa + alen;
+}
+
+/* The reduce-scatter phase. count elements of `mine` are split into n chunks (baton__chunk). At step s
+ * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from its left,
+ * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
+ *
+ * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
+ * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
+ * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
+ * partial is rounded once into out). 16-bit dtypes carry f32 partials on the wire. Each received segment
+ * is reduced before the next one is requested, so the reduction runs while the kernel's socket buffers
+ * keep the link busy. */
+static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
+                   uint8_t *acc, uint8_t *out, const char *what) {
+    const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
+    const int is16 = baton__is16(dt);
+    const size_t esz = baton__esize(dt), wsz = is16 ? 4 : esz;
+    size_t seg = baton__segment(g) / wsz;
+    if (seg == 0) seg = 1;
+    size_t maxlen = count / (size_t)n + (count % (size_t)n ? 1 : 0);
+    BATON_ASSERT(!(acc && is16));
+    uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL, *wide = NULL;
+    int rc = BATON_OK;
+    if (!acc) {
+        pp[0] = malloc(maxlen * wsz);
+        pp[1] = malloc(maxlen * wsz);
+    }
+    tmp = malloc(seg * wsz);
+    if (is16) wide = malloc(seg * 4);
+    if ((!acc && (!pp[0] || !pp[1])) || !tmp || (is16 && !wide)) {
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
+        goto done;
+    }
+    for (int s = 0; s < n - 1; s++) {
+        const int sc = baton__mod(me + a - s, n), rcv = baton__mod(me + a - s - 1, n);
+        const int last = s == n - 2;
+        size_t soff, slen, roff, rlen;
+        baton__chunk(count, n, sc, &soff, &slen);
+        baton__chunk(count, n, rcv, &roff, &rlen);
+        /* destination of this step's partial for chunk rcv, and source of the partial we forward */
+        uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
+        const uint8_t *src = s == 0 ? NULL : acc ? acc + soff * esz : pp[(s - 1) & 1];
+        const int direct = !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
+        size_t nseg = ((slen > rlen ? slen : rlen) + seg - 1) / seg;
+        for (size_t k = 0; k < nseg; k++) {
+            size_t b = k * seg;
+            size_t sn = b < slen ? (slen - b < seg ? slen - b : seg) : 0;
+            size_t rn = b < rlen ? (rlen - b < seg ? rlen - b : seg) : 0;
+            const void *sp;
+            if (src) sp = src + b * wsz;
+            else if (is16) {
+                if (dt == BATON_F16) baton__f16_to_f32((float *)wide, (const uint16_t *)(mine + (soff + b) * 2), sn);
+                else baton__bf16_to_f32((float *)wide, (const uint16_t *)(mine + (soff + b) * 2), sn);
+                sp = wide;
+            } else sp = mine + (soff + b) * esz;
+            uint8_t *d = dst + b * wsz;
+            const uint8_t *m = mine + (roff + b) * esz;
+            rc = baton__gsendrecv(g, right, sp, sn * wsz, left, direct ? d : tmp, rn * wsz, what);
+            if (rc < 0) goto done;
+            if (rn == 0) continue;
+            if (is16) baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, dt, op);
+            else if (direct) baton__reduce(d, m, rn, dt, op);
+            else {
+                const void *srcs[2] = {tmp, m};
+                baton__reduce_n(d, srcs, 2, rn, dt, op, 0);
+            }
+        }
+    }
+    {
+        size_t ooff, olen;
+        baton__chunk(count, n, baton__mod(me + a + 1, n), &ooff, &olen);
+        int avg_n = op == BATON_AVG ? n : 1;
+        if (is16) baton__f32_to_16_avg((uint16_t *)out, (const float *)pp[(n - 2) & 1], olen, dt, avg_n);
+        else if (op == BATON_AVG) baton__finish_avg(acc ? acc + ooff * esz : out, olen, dt, n);
+    }
+done:
+    free(pp[0]);
+    free(pp[1]);
+    free(tmp);
+    free(wide);
+    return rc;
+}
+
+/* The all-gather phase over buf (count elements in n chunks): rank me starts holding chunk (me + a); at
+ * step s it sends chunk (me + a - s) right and receives chunk (me + a - s - 1) from the left, straight into
+ * its place in buf. */
+static int ring_ag(const baton_group *g, uint8_t *buf, size_t count, size_t esz, int a, const char *what) {
+    const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
+    for (int s = 0; s < n - 1; s++) {
+        size_t soff, slen, roff, rlen;
+        baton__chunk(count, n, baton__mod(me + a - s, n), &soff, &slen);
+        baton__chunk(count, n, baton__mod(me + a - s - 1, n), &roff, &rlen);
+        int rc = baton__gsendrecv(g, right, buf + soff * esz, slen * esz, left, buf + roff * esz, rlen * esz, what);
+        if (rc < 0) return rc;
+    }
+    return BATON_OK;
+}
+
+int baton__allreduce_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt,
+                          baton_op op) {
+    int rc = baton__check_group(g, dt, "ring allreduce");
+    if (rc < 0) return rc;
+    if ((int)op < 0 || op >= BATON_OP_COUNT) return baton__fail(BATON_EINVAL, "ring allreduce: bad op %d", (int)op);
+    const size_t esz = baton__esize(dt);
+    if (count == 0) return BATON_OK;
+    if (!send || !recv) return baton__fail(BATON_EINVAL, "ring allreduce: NULL buffer");
+    if (g->n == 1) {
+        if (send != recv) memmove(recv, send, count * esz);
+        return BATON_OK;
+    }
+    if (baton__is16(dt)) {
+        size_t ooff, olen;
+        baton__chunk(count, g->n, baton__mod(g->me + 1, g->n), &ooff, &olen);
+        rc = ring_rs(g, send, count, dt, op, 0, NULL, (uint8_t *)recv + ooff * esz, "ring allreduce");
+    } else {
+        rc = ring_rs(g, send, count, dt, op, 0, recv, NULL, "ring allreduce");
+    }
+    if (rc < 0) return rc;
+    return ring_ag(g, recv, count, esz, 1, "ring allreduce");
+}
+
+int baton__reduce_scatter_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt,
+                               baton_op op) {
+    int rc = baton__check_group(g, dt, "ring reduce-scatter");
+    if (rc < 0) return rc;
+    if ((int)op < 0 || op >= BATON_OP_COUNT)
+        return baton__fail(BATON_EINVAL, "ring reduce-scatter: bad op %d", (int)op);
+    const size_t esz = baton__esize(dt);
+    size_t total;
+    if (!baton__mul_ok(count, (size_t)g->n, &total) || !baton__mul_ok(total, esz, &(size_t){0}))
+        return baton__fail(BATON_EINVAL, "ring reduce-scatter: %zu x %d elements overflow", count, g->n);
+    if (count == 0) return BATON_OK;
+    if (!send || !recv) return baton__fail(BATON_EINVAL, "ring reduce-scatter: NULL buffer");
+    if (g->n == 1) {
+        if (send != recv) memmove(recv, send, count * esz);
+        return BATON_OK;
+    }
+    /* a = -1: rank me ends holding chunk me, i.e. elements [me*count, (me+1)*count) of send. */
+    return ring_rs(g, send, total, dt, op, -1, NULL, recv, "ring reduce-scatter");
+}
+
+int baton__allgather_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt) {
+    int rc = baton__check_group(g, dt, "ring allgather");
+    if (rc < 0) return rc;
+    const size_t esz = baton__esize(dt);
+    size_t total, bytes;
+    if (!baton__mul_ok(count, (size_t)g->n, &total) || !baton__mul_ok(total, esz, &bytes))
+        return baton__fail(BATON_EINVAL, "ring allgather: %zu x %d elements overflow", count, g->n);
+    if (count == 0) return BATON_OK;
+    if (!send || !recv) return baton__fail(BATON_EINVAL, "ring allgather: NULL buffer");
+    uint8_t *mine = (uint8_t *)recv + (size_t)g->me * count * esz;
+    if ((const void *)mine != send) memmove(mine, send, count * esz);   /* send == recv: input at offset 0 */
+    if (g->n == 1) return BATON_OK;
+    return ring_ag(g, recv, total, esz, 0, "ring allgather");
+}

@@ -1,0 +1,450 @@
+/* coll.c: the public collectives. Argument checks, the choice of algorithm (one switch per collective),
+ * the asynchronous FIFO run by the communicator's comm thread, and shared-memory buffers.
+ *
+ * Choice (BATON_ALGO_AUTO), see docs/algorithms.md:
+ *   one node, shared memory:  direct (small path up to 32 KiB, staged or zero-copy above)
+ *   tcp, one node or flat:    recursive doubling up to rd_max bytes, ring above
+ *   several nodes:            hierarchical: direct inside each node, ring/rd across node leaders,
+ *                             broadcast back inside each node */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "comm/algo.h"
+#include "comm/comm_internal.h"
+#include "comm/reduce.h"
+#include "util/util.h"
+
+enum { RD_MAX_BYTES = 64 << 10 };  /* TCP: recursive doubling up to here, ring above */
+
+static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
+
+static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadline) {
+    baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline};
+    return g;
+}
+
+static baton_group leaders_group(baton_comm *c, uint64_t deadline) {
+    baton_group g = {.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = c->leaders, .deadline_ns = deadline};
+    return g;
+}
+
+/* The p2p transport for flat algorithms: TCP when there is one, else shared memory. */
+static baton_transport *p2p(baton_comm *c) { return c->tcp ? c->tcp : c->shm_tp; }
+
+static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
+    if (c->algo != BATON_ALGO_AUTO) return c->algo;
+    if (c->nnodes > 1) return c->local_size > 1 || c->world > c->nnodes ? BATON_ALGO_HIER : (bytes <= RD_MAX_BYTES ? BATON_ALGO_RD : BATON_ALGO_RING);
+    if (c->shm && !c->tcp) return BATON_ALGO_DIRECT;
+    return bytes <= RD_MAX_BYTES ? BATON_ALGO_RD : BATON_ALGO_RING;
+}
+
+/* Hierarchical all-reduce: sum inside the node, all-reduce the node sums across leaders, broadcast back.
+ * 16-bit dtypes travel in f32 here so that they are rounded once, at the end. */
+static int hier_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                          uint64_t deadline) {
+    size_t esz = baton_dtype_size(dt);
+    int wide = dt == BATON_F16 || dt == BATON_BF16;
+    baton_dtype wdt = wide ? BATON_F32 : dt;
+    baton_op wop = op == BATON_AVG ? BATON_SUM : op;
+    void *work = recv;
+    float *tmp = NULL;
+    int rc = BATON_OK;
+    if (wide) {
+        tmp = malloc(count * sizeof(float) + 1);
+        if (!tmp) return baton__fail(BATON_ENOMEM, "allreduce: out of memory for %zu f32 partials", count);
+        (dt == BATON_F16 ? baton__f16_to_f32 : baton__bf16_to_f32)(tmp, send, count);
+        work = tmp;
+    } else if (send != recv) {
+        memcpy(recv, send, count * esz);
+    }
+    if (c->local_size > 1) rc = baton__shm_allreduce(c, work, work, count, wdt, wop, 0, deadline);
+    if (rc >= 0 && c->rank == c->leaders[c->node] && c->nnodes > 1) {
+        baton_group g = leaders_group(c, deadline);
+        size_t bytes = count * baton_dtype_size(wdt);
+        rc = bytes <= RD_MAX_BYTES ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
+                                   : baton__allreduce_ring(&g, work, work, count, wdt, wop);
+    }
+    if (rc >= 0 && c->local_size > 1) rc = baton__shm_broadcast(c, work, count, wdt, 0, deadline);
+    if (rc >= 0) {
+        if (wide)
+            baton__f32_to_16_avg(recv, tmp, count, dt, op == BATON_AVG ? c->world : 1);
+        else if (op == BATON_AVG)
+            baton__finish_avg(recv, count, dt, c->world);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int unsupported(baton_comm *c, const char *coll, baton_algo a) {
+    return baton__fail(BATON_EUNSUPPORTED, "%s: algorithm '%s' cannot run on transport %s with %d node(s)", coll,
+                       baton_algo_name(a), baton_transport_name(c->transport), c->nnodes);
+}
+
+static int exec_allreduce(baton_comm *c, const coll_args *a, uint64_t deadline) {
+    size_t bytes = a->count * baton_dtype_size(a->dt);
+    baton_algo algo = choose_allreduce(c, bytes);
+    c->last_algo = algo;
+    baton_group g = flat_group(c, p2p(c), deadline);
+    switch (algo) {
+    case BATON_ALGO_DIRECT:
+        if (!c->shm || c->nnodes > 1) return unsupported(c, "allreduce", algo);
+        return baton__shm_allreduce(c, a->send, a->recv, a->count, a->dt, a->op, a->op == BATON_AVG ? c->world : 0,
+                                    deadline);
+    case BATON_ALGO_HIER:
+        if (c->nnodes == 1 && c->shm && !c->tcp)
+            return baton__shm_allreduce(c, a->send, a->recv, a->count, a->dt, a->op,
+                                        a->op == BATON_AVG ? c->world : 0, deadline);
+        if (!c->tcp || (c->local_size > 1 && !c->shm)) return unsupported(c, "allreduce", algo);
+        return hier_allreduce(c, a->send, a->recv, a->count, a->dt, a->op, deadline);
+    case BATON_ALGO_RING:
+        return baton__allreduce_ring(&g, a->send, a->recv, a->count, a->dt, a->op);
+    case BATON_ALGO_RD:
+        return baton__allreduce_rd(&g, a->send, a->recv, a->count, a->dt, a->op);
+    default:
+        return unsupported(c, "allreduce", algo);
+    }
+}
+
+static int direct_ok(baton_comm *c) {
+    return c->shm && c->nnodes == 1 && !c->tcp && (c->algo == BATON_ALGO_AUTO || c->algo == BATON_ALGO_DIRECT);
+}
+
+static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
+    size_t esz = baton_dtype_size(a->dt);
+    baton_group g = flat_group(c, p2p(c), deadline);
+    if (c->world == 1) {
+        c->last_algo = BATON_ALGO_DIRECT;
+        if (a->kind != COLL_BARRIER && a->kind != COLL_BROADCAST && a->send != a->recv && a->count)
+            memcpy(a->recv, a->send, a->count * esz);
+        return BATON_OK;
+    }
+    switch (a->kind) {
+    case COLL_ALLREDUCE:
+        return exec_allreduce(c, a, deadline);
+    case COLL_REDUCE_SCATTER:
+        if (direct_ok(c)) {
+            c->last_algo = BATON_ALGO_DIRECT;
+            return baton__shm_reduce_scatter(c, a->send, a->recv, a->count, a->dt, a->op, deadline);
+        }
+        c->last_algo = BATON_ALGO_RING;
+        return baton__reduce_scatter_ring(&g, a->send, a->recv, a->count, a->dt, a->op);
+    case COLL_ALLGATHER:
+        if (direct_ok(c)) {
+            c->last_algo = BATON_ALGO_DIRECT;
+            return baton__shm_allgather(c, a->send, a->recv, a->count, a->dt, deadline);
+        }
+        c->last_algo = BATON_ALGO_RING;
+        return baton__allgather_ring(&g, a->send, a->recv, a->count, a->dt);
+    case COLL_BROADCAST:
+        if (direct_ok(c)) {
+            c->last_algo = BATON_ALGO_DIRECT;
+            return baton__shm_broadcast(c, a->recv, a->count, a->dt, c->g2l[a->root], deadline);
+        }
+        c->last_algo = BATON_ALGO_RING;
+        return baton__broadcast_p2p(&g, a->recv, a->count, a->dt, a->root);
+    case COLL_BARRIER:
+        if (direct_ok(c)) {
+            c->last_algo = BATON_ALGO_DIRECT;
+            return baton__shm_barrier(c, deadline);
+        }
+        c->last_algo = BATON_ALGO_RD;
+        return baton__barrier_p2p(&g);
+    }
+    return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
+}
+
+/* Runs one collective now (on the user's thread when nothing is queued, else on the comm thread).
+ * A failure breaks the communicator for good. */
+int baton__coll_exec(baton_comm *c, const coll_args *a) {
+    if (c->broken) return baton__fail(BATON_ECANCELED, "communicator unusable after an earlier failure: %s", c->broken_reason);
+    uint64_t deadline = baton__deadline_after(c->opt.timeout_s);
+    c->seq++;
+    int rc = exec_one(c, a, deadline);
+    if (rc < 0) {
+        baton__fail_ctx(rc, "%s #%llu (%zu x %s, %s): ", coll_names[a->kind], (unsigned long long)c->seq, a->count,
+                        baton_dtype_name(a->dt), baton_op_name(a->op));
+        c->broken = 1;
+        snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
+        if (c->shm) baton__shm_abort(c->shm, c->broken_reason);
+    }
+    return rc;
+}
+
+/* ---- argument checks ------------------------------------------------------------------------------- */
+
+static int check_args(baton_comm *c, const char *what, const void *send, const void *recv, size_t count,
+                      baton_dtype dt, baton_op op, size_t send_mult, size_t recv_mult) {
+    if (!c) return baton__fail(BATON_EINVAL, "%s: communicator is NULL", what);
+    if ((unsigned)dt >= BATON_DTYPE_COUNT) return baton__fail(BATON_EINVAL, "%s: invalid dtype %d", what, (int)dt);
+    if ((unsigned)op >= BATON_OP_COUNT) return baton__fail(BATON_EINVAL, "%s: invalid op %d", what, (int)op);
+    size_t bytes;
+    if (!baton__mul_ok(count, baton_dtype_size(dt), &bytes) || !baton__mul_ok(bytes, send_mult > recv_mult ? send_mult : recv_mult, &bytes) ||
+        bytes > ((size_t)1 << 48))
+        return baton__fail(BATON_EINVAL, "%s: count %zu is too large", what, count);
+    if (count && send_mult && !send) return baton__fail(BATON_EINVAL, "%s: send buffer is NULL", what);
+    if (count && recv_mult && !recv) return baton__fail(BATON_EINVAL, "%s: receive buffer is NULL", what);
+    return BATON_OK;
+}
+
+/* ---- asynchronous work ----------------------------------------------------------------------------- */
+
+static void *comm_thread(void *arg) {
+    baton_comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->head && !c->stopping) pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->head) break;
+        baton_work *w = c->head;
+        c->head = w->next;
+        if (!c->head) c->tail = NULL;
+        pthread_mutex_unlock(&c->mu);
+        int rc = baton__coll_exec(c, &w->args);
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", baton_last_error());
+        pthread_mutex_lock(&c->mu);
+        w->status = rc;
+        if (rc < 0) snprintf(c->broken_reason, sizeof c->broken_reason, "%s", detail);
+        w->done = 1;
+        __atomic_fetch_sub(&c->pending, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int enqueue(baton_comm *c, const coll_args *a, baton_work **out) {
+    baton_work *w = calloc(1, sizeof *w);
+    if (!w) return baton__fail(BATON_ENOMEM, "out of memory for an asynchronous collective");
+    w->comm = c;
+    w->args = *a;
+    pthread_mutex_lock(&c->mu);
+    if (!c->thread_started) {
+        if (pthread_create(&c->thread, NULL, comm_thread, c) != 0) {
+            pthread_mutex_unlock(&c->mu);
+            free(w);
+            return baton__fail(BATON_ESYS, "cannot start the comm thread");
+        }
+        c->thread_started = 1;
+    }
+    if (c->tail)
+        c->tail->next = w;
+    else
+        c->head = w;
+    c->tail = w;
+    __atomic_fetch_add(&c->pending, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    *out = w;
+    return BATON_OK;
+}
+
+int baton_wait(baton_work *w) {
+    if (!w) return BATON_OK;
+    baton_comm *c = w->comm;
+    pthread_mutex_lock(&c->mu);
+    while (!w->done) pthread_cond_wait(&c->cv, &c->mu);
+    int rc = w->status;
+    if (rc < 0) baton__fail(rc, "%s", c->broken_reason);
+    pthread_mutex_unlock(&c->mu);
+    free(w);
+    return rc;
+}
+
+int baton_test(baton_work *w, int *done) {
+    if (!w) {
+        *done = 1;
+        return BATON_OK;
+    }
+    baton_comm *c = w->comm;
+    pthread_mutex_lock(&c->mu);
+    *done = w->done;
+    int rc = w->done ? w->status : BATON_OK;
+    if (rc < 0) baton__fail(rc, "%s", c->broken_reason);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void baton__async_stop(baton_comm *c) {
+    pthread_mutex_lock(&c->mu);
+    int started = c->thread_started;
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (started) pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+}
+
+/* Blocking calls run inline when nothing is queued, else behind the queued work (issue order). */
+static int run_blocking(baton_comm *c, const coll_args *a) {
+    /* pending is raised only by this (the user's) thread and dropped by the comm thread after its work
+     * is done (release), so 0 here (acquire) means the comm thread is idle and its writes are visible. */
+    if (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE) == 0) return baton__coll_exec(c, a);
+    baton_work *w;
+    int rc = enqueue(c, a, &w);
+    return rc < 0 ? rc : baton_wait(w);
+}
+
+/* ---- public collectives ---------------------------------------------------------------------------- */
+
+int baton_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op) {
+    int rc = check_args(c, "allreduce", send, recv, count, dt, op, 1, 1);
+    if (rc < 0) return rc;
+    coll_args a = {COLL_ALLREDUCE, send, recv, count, dt, op, 0};
+    return run_blocking(c, &a);
+}
+
+int baton_allreduce_start(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                          baton_work **w) {
+    *w = NULL;
+    int rc = check_args(c, "allreduce", send, recv, count, dt, op, 1, 1);
+    if (rc < 0) return rc;
+    coll_args a = {COLL_ALLREDUCE, send, recv, count, dt, op, 0};
+    return enqueue(c, &a, w);
+}
+
+int baton_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op) {
+    int rc = check_args(c, "reduce_scatter", send, recv, count, dt, op, c ? (size_t)c->world : 1, 1);
+    if (rc < 0) return rc;
+    coll_args a = {COLL_REDUCE_SCATTER, send, recv, count, dt, op, 0};
+    return run_blocking(c, &a);
+}
+
+int baton_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt) {
+    int rc = check_args(c, "allgather", send, recv, count, dt, BATON_SUM, 1, c ? (size_t)c->world : 1);
+    if (rc < 0) return rc;
+    coll_args a = {COLL_ALLGATHER, send, recv, count, dt, BATON_SUM, 0};
+    return run_blocking(c, &a);
+}
+
+static int check_root(baton_comm *c, int root) {
+    if (root < 0 || root >= c->world)
+        return baton__fail(BATON_EINVAL, "broadcast: root %d is not a rank (world size %d)", root, c->world);
+    return BATON_OK;
+}
+
+int baton_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root) {
+    int rc = check_args(c, "broadcast", buf, buf, count, dt, BATON_SUM, 1, 1);
+    if (rc < 0 || (rc = check_root(c, root)) < 0) return rc;
+    coll_args a = {COLL_BROADCAST, buf, buf, count, dt, BATON_SUM, root};
+    return run_blocking(c, &a);
+}
+
+int baton_broadcast_start(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root, baton_work **w) {
+    *w = NULL;
+    int rc = check_args(c, "broadcast", buf, buf, count, dt, BATON_SUM, 1, 1);
+    if (rc < 0 || (rc = check_root(c, root)) < 0) return rc;
+    coll_args a = {COLL_BROADCAST, buf, buf, count, dt, BATON_SUM, root};
+    return enqueue(c, &a, w);
+}
+
+int baton_barrier(baton_comm *c) {
+    if (!c) return baton__fail(BATON_EINVAL, "barrier: communicator is NULL");
+    coll_args a = {COLL_BARRIER, NULL, NULL, 0, BATON_F32, BATON_SUM, 0};
+    return run_blocking(c, &a);
+}
+
+/* ---- shared buffers -------------------------------------------------------------------------------- */
+
+static void buffer_name(baton_comm *c, int rank, unsigned idx, char *out, size_t n) {
+    snprintf(out, n, "/baton-%s-%d-b%d-%u", c->job_id, c->id.restart, rank, idx);
+}
+
+void *baton_buffer_alloc(baton_comm *c, size_t bytes) {
+    static unsigned counter;
+    if (!c || bytes == 0) return NULL;
+    size_t len = (bytes + 4095) & ~(size_t)4095;
+    baton_shm_buffer *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->bytes = len;
+    if (!c->shm) { /* nobody to share with: ordinary memory */
+        if (posix_memalign((void **)&b->local, 4096, len) != 0) {
+            free(b);
+            return NULL;
+        }
+        b->next = c->buffers;
+        c->buffers = b;
+        return b->local;
+    }
+    /* Every rank must ask for the same size: check with a max/min all-reduce. */
+    int64_t sz[2] = {(int64_t)len, -(int64_t)len}, agg[2];
+    if (baton_allreduce(c, sz, agg, 2, BATON_I64, BATON_MAX) < 0) goto fail;
+    if (agg[0] != -agg[1]) {
+        baton__fail(BATON_EINVAL, "baton_buffer_alloc: ranks asked for different sizes (%lld to %lld bytes)",
+                    (long long)-agg[1], (long long)agg[0]);
+        goto fail;
+    }
+    unsigned idx = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    int L = c->local_size;
+    b->peer = calloc((size_t)L, sizeof *b->peer);
+    if (!b->peer) goto fail;
+    char name[160];
+    buffer_name(c, c->rank, idx, name, sizeof name);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600), ok = fd >= 0;
+    if (ok && ftruncate(fd, (off_t)len) != 0) ok = 0;
+    if (ok) {
+        b->local = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (b->local == MAP_FAILED) b->local = NULL, ok = 0;
+    }
+    if (fd >= 0) close(fd);
+    int64_t flag = ok ? 1 : 0, all_ok;
+    if (baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN) < 0 || !all_ok) {
+        if (!ok) baton__fail(BATON_ESYS, "baton_buffer_alloc: cannot create %zu bytes of shared memory: %s", len, strerror(errno));
+        goto fail_unlink;
+    }
+    ok = 1;
+    for (int q = 0; q < L && ok; q++) {
+        if (q == c->local_rank) {
+            b->peer[q] = b->local;
+            continue;
+        }
+        char pname[160];
+        buffer_name(c, c->local_ranks[q], idx, pname, sizeof pname);
+        int pfd = shm_open(pname, O_RDWR, 0600);
+        if (pfd < 0) { ok = 0; break; }
+        b->peer[q] = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+        close(pfd);
+        if (b->peer[q] == MAP_FAILED) b->peer[q] = NULL, ok = 0;
+    }
+    flag = ok;
+    if (baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN) < 0 || !all_ok) {
+        baton__fail(BATON_ESYS, "baton_buffer_alloc: a rank could not map its peers' buffers");
+        goto fail_unlink;
+    }
+    shm_unlink(name); /* everyone mapped it: nothing is left behind */
+    b->next = c->buffers;
+    c->buffers = b;
+    return b->local;
+fail_unlink:
+    shm_unlink(name);
+fail:
+    if (b->peer)
+        for (int q = 0; q < c->local_size; q++)
+            if (b->peer[q] && b->peer[q] != b->local) munmap(b->peer[q], len);
+    if (b->local) munmap(b->local, len);
+    free(b->peer);
+    free(b);
+    return NULL;
+}
+
+void baton_buffer_free(baton_comm *c, void *p) {
+    if (!c || !p) return;
+    for (baton_shm_buffer **pp = &c->buffers; *pp; pp = &(*pp)->next) {
+        baton_shm_buffer *b = *pp;
+        if (b->local != p) continue;
+        *pp = b->next;
+        if (!b->peer) {
+            free(b->local);
+        } else {
+            for (int q = 0; q < c->local_size; q++)
+                if (b->peer[q]) munmap(b->peer[q], b->bytes);
+            free(b->peer);
+        }
+        free(b);
+        return;
+    }
+}

@@ -1,0 +1,399 @@
+/* comm.c: building and freeing a communicator: options, identity, the rendezvous store, the topology
+ * (which ranks share a node), and the transports; plus accessors and dtype / op / algorithm names. */
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm/comm_internal.h"
+#include <sys/random.h>
+#include "util/util.h"
+
+/* ---- names ----------------------------------------------------------------------------------------- */
+
+static const char *const dtype_names[BATON_DTYPE_COUNT] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
+static const char *const algo_names[BATON_ALGO_COUNT] = {"auto", "ring", "rd", "direct", "hier"};
+static const char *const transport_names[BATON_TRANSPORT_COUNT] = {"auto", "shm", "tcp"};
+
+size_t baton_dtype_size(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
+const char *baton_dtype_name(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_names[dt] : "?"; }
+const char *baton_op_name(baton_op op) { return (unsigned)op < BATON_OP_COUNT ? op_names[op] : "?"; }
+const char *baton_algo_name(baton_algo a) { return (unsigned)a < BATON_ALGO_COUNT ? algo_names[a] : "?"; }
+const char *baton_transport_name(baton_transport_kind t) {
+    return (unsigned)t < BATON_TRANSPORT_COUNT ? transport_names[t] : "?";
+}
+
+static int parse_name(const char *what, const char *s, const char *const *names, int n, int *out) {
+    for (int i = 0; i < n; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = i;
+            return BATON_OK;
+        }
+    char list[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? "|" : "", names[i]);
+    return baton__fail(BATON_EINVAL, "unknown %s '%s' (expected %s)", what, s ? s : "", list);
+}
+
+int baton_dtype_parse(const char *s, baton_dtype *out) {
+    int v;
+    int rc = parse_name("dtype", s, dtype_names, BATON_DTYPE_COUNT, &v);
+    if (rc == BATON_OK) *out = (baton_dtype)v;
+    return rc;
+}
+int baton_op_parse(const char *s, baton_op *out) {
+    int v;
+    int rc = parse_name("op", s, op_names, BATON_OP_COUNT, &v);
+    if (rc == BATON_OK) *out = (baton_op)v;
+    return rc;
+}
+int baton_algo_parse(const char *s, baton_algo *out) {
+    int v;
+    int rc = parse_name("algorithm", s, algo_names, BATON_ALGO_COUNT, &v);
+    if (rc == BATON_OK) *out = (baton_algo)v;
+    return rc;
+}
+int baton_transport_parse(const char *s, baton_transport_kind *out) {
+    int v;
+    int rc = parse_name("transport", s, transport_names, BATON_TRANSPORT_COUNT, &v);
+    if (rc == BATON_OK) *out = (baton_transport_kind)v;
+    return rc;
+}
+
+int baton_options_from_env(baton_options *o) {
+    memset(o, 0, sizeof *o);
+    o->timeout_s = 300;
+    o->join_timeout_s = 120;
+    const char *s;
+    if ((s = getenv("BATON_TRANSPORT")) && *s && baton_transport_parse(s, &o->transport) < 0)
+        return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp", s);
+    if ((s = getenv("BATON_ALGO")) && *s && baton_algo_parse(s, &o->algo) < 0)
+        return baton__fail(BATON_EINVAL, "BATON_ALGO='%s' is not one of auto|ring|rd|direct|hier", s);
+    int rc = baton__env_double("BATON_TIMEOUT", 300, 0.001, 1e7, &o->timeout_s);
+    if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
+    rc = baton__env_double("BATON_JOIN_TIMEOUT", 120, 0.001, 1e7, &o->join_timeout_s);
+    if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
+    return BATON_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------------------------------- */
+
+int baton_comm_rank(const baton_comm *c) { return c->rank; }
+int baton_comm_size(const baton_comm *c) { return c->world; }
+int baton_comm_local_rank(const baton_comm *c) { return c->local_rank; }
+int baton_comm_local_size(const baton_comm *c) { return c->local_size; }
+int baton_comm_node_rank(const baton_comm *c) { return c->node; }
+int baton_comm_num_nodes(const baton_comm *c) { return c->nnodes; }
+void baton_comm_set_algo(baton_comm *c, baton_algo a) { c->algo = a; }
+baton_algo baton_comm_last_algo(const baton_comm *c) { return c->last_algo; }
+baton_transport_kind baton_comm_transport(const baton_comm *c) { return c->transport; }
+
+/* ---- store bootstrap ------------------------------------------------------------------------------- */
+
+/* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a private file (atomically). */
+static int write_handoff(const char *path, int port, const uint8_t *secret) {
+    char tmp[600], hex[2 * BATON_STORE_SECRET_BYTES + 1], line[128];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    baton_secret_format(secret, hex);
+    int n = snprintf(line, sizeof line, "%d %s\n", port, hex);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s: %s", tmp, strerror(errno));
+    int rc = baton__write_full(fd, line, (size_t)n);
+    close(fd);
+    if (rc < 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s", path);
+    }
+    return BATON_OK;
+}
+
+static int read_handoff(const char *path, uint64_t deadline, int *port, uint8_t *secret) {
+    baton_backoff b;
+    baton__backoff_init(&b);
+    for (;;) {
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            struct stat st;
+            char buf[160];
+            ssize_t n = -1;
+            if (fstat(fd, &st) == 0 && st.st_uid == getuid() && (st.st_mode & 077) == 0)
+                n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (n > 0) {
+                buf[n] = '\0';
+                char hex[2 * BATON_STORE_SECRET_BYTES + 8];
+                if (sscanf(buf, "%d %70s", port, hex) == 2 && *port > 0 && *port < 65536 &&
+                    baton_secret_parse(hex, secret) == BATON_OK)
+                    return BATON_OK;
+            }
+            return baton__fail(BATON_EPROTO, "store hand-off file %s is malformed or not private to this user", path);
+        }
+        if (baton__now_ns() > deadline)
+            return baton__fail(BATON_ETIMEDOUT, "rank 0 did not publish the store (no %s): did it start? For a "
+                                                "multi-node job set MASTER_ADDR, MASTER_PORT and BATON_SECRET",
+                               path);
+        baton__backoff(&b);
+    }
+}
+
+static int connect_store(baton_comm *c, baton_store_plan *plan) {
+    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    int rc;
+    if (plan->host_it) {
+        if (!plan->have_secret && (rc = baton_secret_generate(plan->secret)) < 0) return rc;
+        if ((rc = baton_store_server_start(plan->host, plan->port, plan->secret, sizeof plan->secret,
+                                           &c->store_server)) < 0)
+            return baton__fail_ctx(rc, "rank 0 cannot host the store on %s:%d: ", plan->host, plan->port);
+        plan->port = baton_store_server_port(c->store_server);
+        if (plan->file[0] && (rc = write_handoff(plan->file, plan->port, plan->secret)) < 0) return rc;
+    } else if (plan->file[0]) {
+        if ((rc = read_handoff(plan->file, deadline, &plan->port, plan->secret)) < 0) return rc;
+    }
+    double left = (double)(deadline - baton__now_ns()) / 1e9;
+    rc = baton_store_connect(plan->host, plan->port, plan->secret, sizeof plan->secret, left > 0.1 ? left : 0.1,
+                             &c->store);
+    if (rc < 0) return baton__fail_ctx(rc, "cannot join the store at %s:%d: ", plan->host, plan->port);
+    memcpy(c->secret, plan->secret, sizeof c->secret);
+    snprintf(c->store_host, sizeof c->store_host, "%s", plan->host);
+    return BATON_OK;
+}
+
+static int store_get_str(baton_comm *c, const char *key, char *out, size_t outsz, uint64_t deadline) {
+    void *v = NULL;
+    size_t n = 0;
+    double left = (double)(deadline - baton__now_ns()) / 1e9;
+    int rc = baton_store_get(c->store, key, &v, &n, left > 0.01 ? left : 0.01);
+    if (rc < 0) return baton__fail_ctx(rc, "rendezvous: waiting for '%s': ", key);
+    if (n >= outsz) {
+        free(v);
+        return baton__fail(BATON_EPROTO, "rendezvous: value of '%s' is too long (%zu bytes)", key, n);
+    }
+    memcpy(out, v, n);
+    out[n] = '\0';
+    free(v);
+    return BATON_OK;
+}
+
+/* ---- topology -------------------------------------------------------------------------------------- */
+
+static void host_identity(const baton_comm *c, char *out, size_t n) {
+    const char *s = getenv("BATON_HOST_ID");
+    if (s && *s) {
+        snprintf(out, n, "%s", s);
+        return;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    /* Launchers that name the node (baton run --node-rank, torchrun's GROUP_RANK) keep separate launches
+     * on one machine separate nodes: that is how multi-node runs are tested on one machine. */
+    if (c->id.node_rank >= 0)
+        snprintf(out, n, "%s#%d", host, c->id.node_rank);
+    else
+        snprintf(out, n, "%s", host);
+}
+
+static int build_topology(baton_comm *c, char **hosts) {
+    int W = c->world;
+    c->node_of = calloc((size_t)W, sizeof(int));
+    c->local_of = calloc((size_t)W, sizeof(int));
+    c->g2l = calloc((size_t)W, sizeof(int));
+    c->leaders = calloc((size_t)W, sizeof(int));
+    c->local_ranks = calloc((size_t)W, sizeof(int));
+    if (!c->node_of || !c->local_of || !c->g2l || !c->leaders || !c->local_ranks)
+        return baton__fail(BATON_ENOMEM, "topology: out of memory");
+    int nnodes = 0;
+    for (int r = 0; r < W; r++) {
+        int node = -1;
+        for (int q = 0; q < r; q++)
+            if (!strcmp(hosts[q], hosts[r])) {
+                node = c->node_of[q];
+                break;
+            }
+        if (node < 0) {
+            node = nnodes++;
+            c->leaders[node] = r;
+        }
+        c->node_of[r] = node;
+    }
+    c->nnodes = nnodes;
+    c->node = c->node_of[c->rank];
+    int counts[W];
+    memset(counts, 0, sizeof counts);
+    for (int r = 0; r < W; r++) c->local_of[r] = counts[c->node_of[r]]++;
+    c->local_size = 0;
+    for (int r = 0; r < W; r++) {
+        c->g2l[r] = c->node_of[r] == c->node ? c->local_of[r] : -1;
+        if (c->node_of[r] == c->node) c->local_ranks[c->local_size++] = r;
+    }
+    c->local_rank = c->local_of[c->rank];
+    if (c->id.local_rank >= 0 && c->id.local_rank != c->local_rank)
+        BATON_INFO("launcher's local rank %d differs from the topology's %d (ranks are ordered by global rank on "
+                   "each node); using %d",
+                   c->id.local_rank, c->local_rank, c->local_rank);
+    return BATON_OK;
+}
+
+static int exchange(baton_comm *c, uint64_t deadline) {
+    char key[64], hostid[300];
+    host_identity(c, hostid, sizeof hostid);
+    int rc;
+    /* The job id names shared-memory segments; rank 0 makes one when no launcher did. */
+    if (!c->job_id[0]) {
+        if (c->rank == 0) {
+            uint8_t r[8];
+            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+                return baton__fail(BATON_ESYS, "getrandom failed: %s", strerror(errno));
+            for (int i = 0; i < 8; i++) snprintf(c->job_id + 2 * i, 3, "%02x", r[i]);
+            if ((rc = baton_store_set(c->store, "baton/job_id", c->job_id, strlen(c->job_id))) < 0) return rc;
+        } else if ((rc = store_get_str(c, "baton/job_id", c->job_id, sizeof c->job_id, deadline)) < 0) {
+            return rc;
+        }
+    }
+    snprintf(key, sizeof key, "baton/host/%d", c->rank);
+    if ((rc = baton_store_set(c->store, key, hostid, strlen(hostid))) < 0) return rc;
+    char **hosts = calloc((size_t)c->world, sizeof(char *));
+    if (!hosts) return baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+    for (int r = 0; r < c->world && rc >= 0; r++) {
+        hosts[r] = malloc(300);
+        if (!hosts[r]) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+        snprintf(key, sizeof key, "baton/host/%d", r);
+        if (rc >= 0) rc = store_get_str(c, key, hosts[r], 300, deadline);
+    }
+    if (rc >= 0) rc = build_topology(c, hosts);
+    for (int r = 0; r < c->world; r++) free(hosts[r]);
+    free(hosts);
+    return rc;
+}
+
+static int setup_shm(baton_comm *c, uint64_t deadline) {
+    char name[160];
+    snprintf(name, sizeof name, "/baton-%s-%d-n%d", c->job_id, c->id.restart, c->node);
+    int rc = baton__shm_open(name, c->local_rank, c->local_size, c->local_ranks, deadline, &c->shm);
+    if (rc < 0) return rc;
+    return baton__shm_transport_create(c->shm, c->rank, c->world, c->g2l, &c->shm_tp);
+}
+
+/* ---- binding ---------------------------------------------------------------------------------------- */
+
+/* Gives local rank r its own share of the CPUs (ncpu / local_size each, or round-robin when the ranks
+ * outnumber the CPUs), for every thread of the process (OpenBLAS's pool exists already). Ranks that share
+ * a core, or that migrate, spin on each other's flags in vain. BATON_BIND=none leaves placement alone;
+ * auto (the default) also leaves it alone when something (mpirun, taskset, cgroups) already restricted it. */
+static int bind_cpus(baton_comm *c) {
+    const char *mode = getenv("BATON_BIND");
+    if (mode && *mode && strcmp(mode, "auto") && strcmp(mode, "core") && strcmp(mode, "none"))
+        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", mode);
+    if (mode && !strcmp(mode, "none")) return BATON_OK;
+    int forced = mode && !strcmp(mode, "core");
+    cpu_set_t cur;
+    if (sched_getaffinity(0, sizeof cur, &cur) != 0) return BATON_OK;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int avail[CPU_SETSIZE], navail = 0;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &cur)) avail[navail++] = i;
+    if (!forced && navail < online) return BATON_OK; /* someone else placed us */
+    if (navail < 1 || c->local_size < 2) return BATON_OK;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (c->local_size <= navail) {
+        int k = navail / c->local_size;
+        for (int i = 0; i < k; i++) CPU_SET(avail[c->local_rank * k + i], &set);
+    } else {
+        CPU_SET(avail[c->local_rank % navail], &set);
+    }
+    DIR *d = opendir("/proc/self/task");
+    if (!d) {
+        sched_setaffinity(0, sizeof set, &set);
+        return BATON_OK;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set);
+    closedir(d);
+    return BATON_OK;
+}
+
+static int init_async(baton_comm *c) {
+    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL))
+        return baton__fail(BATON_ESYS, "cannot initialize the communicator's locks");
+    return BATON_OK;
+}
+
+int baton_init(baton_comm **out, const baton_options *opt) {
+    *out = NULL;
+    baton_store_plan plan;
+    memset(&plan, 0, sizeof plan);
+    baton_comm *c = calloc(1, sizeof *c);
+    if (!c) return baton__fail(BATON_ENOMEM, "baton_init: out of memory");
+    int rc;
+    if (opt)
+        c->opt = *opt;
+    else if ((rc = baton_options_from_env(&c->opt)) < 0)
+        goto fail;
+    c->algo = c->opt.algo;
+    if ((rc = init_async(c)) < 0) goto fail;
+    if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
+    c->rank = c->id.rank;
+    c->world = c->id.world;
+    baton__log_set_rank(c->rank);
+    if ((rc = baton__store_plan_from_env(&c->id, &plan)) < 0) goto fail;
+    snprintf(c->job_id, sizeof c->job_id, "%s", plan.job_id);
+    if (c->world == 1) {
+        char *hosts[1] = {"self"};
+        if ((rc = build_topology(c, hosts)) < 0) goto fail;
+        c->transport = c->opt.transport == BATON_TRANSPORT_TCP ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+        *out = c;
+        return BATON_OK;
+    }
+    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    if ((rc = connect_store(c, &plan)) < 0) goto fail;
+    if ((rc = exchange(c, deadline)) < 0) goto fail;
+    if ((rc = bind_cpus(c)) < 0) goto fail;
+    if (c->opt.transport == BATON_TRANSPORT_SHM && c->nnodes > 1) {
+        rc = baton__fail(BATON_EINVAL, "--transport shm needs every rank on one node, but the job spans %d nodes "
+                                       "(use auto or tcp)", c->nnodes);
+        goto fail;
+    }
+    int use_tcp = c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1;
+    c->transport = use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+    if (c->local_size > 1 && c->opt.transport != BATON_TRANSPORT_TCP && (rc = setup_shm(c, deadline)) < 0) goto fail;
+    if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
+    if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
+        goto fail;
+    if (plan.host_it && plan.file[0]) unlink(plan.file); /* everyone joined: the hand-off is done */
+    BATON_INFO("joined: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, job %s", c->rank, c->world,
+               c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport), c->job_id);
+    *out = c;
+    return BATON_OK;
+fail:
+    if (plan.host_it && plan.file[0]) unlink(plan.file);
+    baton_comm_free(c);
+    return rc;
+}
+
+void baton_comm_free(baton_comm *c) {
+    if (!c) return;
+    baton__async_stop(c);
+    while (c->buffers) baton_buffer_free(c, c->buffers->local);
+    if (c->tcp) c->tcp->ops->close(c->tcp);
+    if (c->shm_tp) c->shm_tp->ops->close(c->shm_tp);
+    baton__shm_close(c->shm);
+    baton_store_close(c->store);
+    baton_store_server_stop(c->store_server);
+    free(c->node_of);
+    free(c->local_of);
+    free(c->g2l);
+    free(c->leaders);
+    free(c->local_ranks);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}

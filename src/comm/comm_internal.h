@@ -1,0 +1,125 @@
+/* comm_internal.h: the communicator's state, shared by comm.c (set-up), identity.c (who am I, where is
+ * the store), coll.c (dispatch and asynchronous work) and shm_coll.c (shared-memory algorithms). */
+#ifndef BATON_COMM_INTERNAL_H
+#define BATON_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "baton/comm.h"
+#include "rendezvous/store.h"
+#include "transport/shm.h"
+#include "transport/transport.h"
+
+/* Where this process is in the job, read from the environment of whichever launcher started it. */
+typedef struct {
+    int rank, world;
+    int local_rank, local_world;   /* -1 when the launcher did not say */
+    int node_rank, nnodes;         /* -1 when the launcher did not say */
+    int restart;                   /* restart attempt (BATON_RESTART_COUNT / TORCHELASTIC_RESTART_COUNT) */
+    const char *source;            /* "baton", "torchrun", "openmpi", "mpich", "slurm" or "none" */
+} baton_identity;
+
+/* How to reach the rendezvous store. */
+typedef struct {
+    char host[256];
+    int port;                      /* 0: this rank hosts it on a port the OS picks (single node) */
+    int host_it;                   /* this rank starts the store server */
+    uint8_t secret[BATON_STORE_SECRET_BYTES];
+    int have_secret;               /* 0: rank 0 generates it and shares it through a private file */
+    char file[512];                /* single-node hand-off file (port and secret), or "" */
+    char job_id[64];               /* names shared-memory segments */
+} baton_store_plan;
+
+int baton__identity_from_env(baton_identity *id);
+int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan);
+
+/* A shared-memory buffer from baton_buffer_alloc, mapped by every local rank. */
+typedef struct baton_shm_buffer {
+    struct baton_shm_buffer *next;
+    uint8_t *local;                /* this rank's mapping of its own buffer */
+    size_t bytes;
+    uint8_t **peer;                /* [local_size] every local rank's buffer, mapped here */
+} baton_shm_buffer;
+
+typedef enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BROADCAST, COLL_BARRIER } coll_kind;
+
+typedef struct {
+    coll_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    baton_dtype dt;
+    baton_op op;
+    int root;
+} coll_args;
+
+struct baton_work {
+    baton_comm *comm;
+    coll_args args;
+    struct baton_work *next;       /* queue link */
+    int done;                      /* guarded by comm->mu */
+    int status;
+};
+
+struct baton_comm {
+    baton_identity id;
+    int rank, world;
+    int local_rank, local_size;    /* on this node, from the topology */
+    int node, nnodes;              /* this rank's node index (nodes ordered by their lowest rank) */
+    int *node_of;                  /* [world] node index of each rank */
+    int *local_of;                 /* [world] local index of each rank on its node */
+    int *local_ranks;              /* [local_size] global ranks on this node, ascending */
+    int *leaders;                  /* [nnodes] lowest global rank of each node */
+    int *g2l;                      /* [world] local index if on this node, else -1 */
+
+    baton_options opt;
+    baton_algo algo;               /* forced algorithm or AUTO */
+    baton_algo last_algo;
+    baton_transport_kind transport;/* SHM: one node; TCP: forced or across nodes */
+    char job_id[64];
+    uint8_t secret[BATON_STORE_SECRET_BYTES]; /* the job's secret (store and TCP handshakes) */
+    char store_host[256];          /* where the store is (to find this host's address across nodes) */
+
+    baton_store_server *store_server;
+    baton_store *store;
+    baton_shm *shm;                /* NULL unless several local ranks share memory */
+    baton_transport *shm_tp;
+    baton_transport *tcp;          /* NULL unless TCP is used */
+
+    uint64_t seq;                  /* collectives run so far */
+    uint64_t small_seq;            /* small shm all-reduces so far */
+    uint64_t big_chunks;           /* chunks of direct shm collectives so far */
+    baton_shm_buffer *buffers;
+
+    /* asynchronous work: a FIFO run by one comm thread, in issue order */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int thread_started, stopping;
+    baton_work *head, *tail;
+    int pending;                   /* works queued or running (atomic: see run_blocking) */
+    int broken;                    /* a collective failed: the communicator is unusable */
+    char broken_reason[512];
+};
+
+/* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
+int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);
+
+/* coll.c */
+int baton__coll_exec(baton_comm *c, const coll_args *a);
+void baton__async_stop(baton_comm *c);
+
+/* shm_coll.c: collectives among the ranks of one node, straight through shared memory. */
+int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                         int avg_div, uint64_t deadline);
+int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
+                              baton_op op, uint64_t deadline);
+int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
+                         uint64_t deadline);
+int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root_local,
+                         uint64_t deadline);
+int baton__shm_barrier(baton_comm *c, uint64_t deadline);
+baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset);
+
+#endif

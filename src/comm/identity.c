@@ -1,0 +1,192 @@
+/* identity.c: who this process is in the job (rank, world, local rank, node) and where the rendezvous
+ * store is, from whichever launcher started it: `baton run`, torchrun, Open MPI's mpirun, MPICH's
+ * mpiexec (Hydra) or Slurm's srun. The first family whose rank variable is set is used; a missing or
+ * inconsistent companion variable is an error that names it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm_internal.h"
+#include "util/util.h"
+
+typedef struct {
+    const char *source;
+    const char *rank, *world, *local_rank, *local_world, *node_rank, *nnodes, *restart;
+} env_family;
+
+static const env_family families[] = {
+    {"baton", "BATON_RANK", "BATON_WORLD_SIZE", "BATON_LOCAL_RANK", "BATON_LOCAL_WORLD_SIZE", "BATON_NODE_RANK",
+     "BATON_NNODES", "BATON_RESTART_COUNT"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", NULL,
+     "TORCHELASTIC_RESTART_COUNT"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", NULL, NULL},
+    {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, NULL, NULL},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, "SLURM_NODEID", "SLURM_JOB_NUM_NODES", NULL},
+};
+
+enum { MAX_WORLD = 1 << 20 };
+
+static int opt_var(const char *name, long min, long max, int *out) {
+    *out = -1;
+    if (!name) return BATON_OK;
+    long v;
+    int rc = baton__env_long(name, -1, min, max, &v);
+    if (rc == BATON_ENOTFOUND) return BATON_OK;
+    if (rc < 0) return rc;
+    *out = (int)v;
+    return BATON_OK;
+}
+
+int baton__identity_from_env(baton_identity *id) {
+    memset(id, 0, sizeof *id);
+    id->local_rank = id->local_world = id->node_rank = id->nnodes = -1;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        const env_family *fam = &families[f];
+        const char *r = getenv(fam->rank);
+        if (!r || !*r) continue;
+        const char *w = getenv(fam->world);
+        if (!w || !*w)
+            return baton__fail(BATON_EINVAL, "%s is set but %s is not: set both (rank and world size) or neither",
+                               fam->rank, fam->world);
+        long rank, world;
+        int rc = baton__env_long(fam->world, 1, 1, MAX_WORLD, &world);
+        if (rc < 0) return rc;
+        rc = baton__env_long(fam->rank, 0, 0, world - 1, &rank);
+        if (rc < 0)
+            return baton__fail(BATON_EINVAL, "%s='%s' must be a rank in [0, %ld) since %s=%ld", fam->rank, r, world,
+                               fam->world, world);
+        id->rank = (int)rank;
+        id->world = (int)world;
+        id->source = fam->source;
+        if ((rc = opt_var(fam->local_world, 1, world, &id->local_world)) < 0) return rc;
+        if ((rc = opt_var(fam->local_rank, 0, world - 1, &id->local_rank)) < 0) return rc;
+        if (id->local_world > 0 && id->local_rank >= id->local_world)
+            return baton__fail(BATON_EINVAL, "%s=%d must be below %s=%d", fam->local_rank, id->local_rank,
+                               fam->local_world, id->local_world);
+        if ((rc = opt_var(fam->nnodes, 1, world, &id->nnodes)) < 0) return rc;
+        if ((rc = opt_var(fam->node_rank, 0, world - 1, &id->node_rank)) < 0) return rc;
+        if (id->nnodes > 0 && id->node_rank >= id->nnodes)
+            return baton__fail(BATON_EINVAL, "%s=%d must be below %s=%d", fam->node_rank, id->node_rank, fam->nnodes,
+                               id->nnodes);
+        int restart;
+        if ((rc = opt_var(fam->restart, 0, 1 << 30, &restart)) < 0) return rc;
+        id->restart = restart < 0 ? 0 : restart;
+        return BATON_OK;
+    }
+    id->rank = 0;
+    id->world = 1;
+    id->local_rank = 0;
+    id->local_world = 1;
+    id->node_rank = 0;
+    id->nnodes = 1;
+    id->source = "none";
+    return BATON_OK;
+}
+
+static int split_host_port(const char *var, const char *s, char *host, size_t hostsz, int *port) {
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return baton__fail(BATON_EINVAL, "%s='%s' is not HOST:PORT (e.g. 127.0.0.1:29500)", var, s);
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') { /* [::1]:port */
+        s++;
+        hl -= 2;
+    }
+    if (hl >= hostsz) return baton__fail(BATON_EINVAL, "%s: host name is too long", var);
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    long p;
+    if (baton__parse_long(colon + 1, 1, 65535, &p) < 0)
+        return baton__fail(BATON_EINVAL, "%s='%s': the port must be a number in [1, 65535]", var, s);
+    *port = (int)p;
+    return BATON_OK;
+}
+
+/* A key that every rank of one single-node job computes alike, for the hand-off file. */
+static void local_job_key(char *out, size_t n) {
+    const char *s;
+    if ((s = getenv("BATON_JOB_ID")) && *s) { snprintf(out, n, "j%s", s); return; }
+    unsigned long h = 5381;
+    const char *parts[] = {getenv("PMIX_NAMESPACE"), getenv("OMPI_MCA_ess_base_jobid"), getenv("PMI_KVSNAME"),
+                           getenv("SLURM_JOB_ID"), getenv("SLURM_STEP_ID"), getenv("MASTER_PORT")};
+    int any = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        if (!parts[i]) continue;
+        any = 1;
+        for (const char *p = parts[i]; *p; p++) h = h * 33 + (unsigned char)*p;
+        h = h * 33 + '|';
+    }
+    /* Under mpirun and srun every rank of a node has the same parent: the last resort. */
+    if (!any) h = h * 33 + (unsigned long)getppid();
+    snprintf(out, n, "h%lx", h);
+}
+
+int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    const char *s;
+    if ((s = getenv("BATON_SECRET")) && *s) {
+        if (baton_secret_parse(s, plan->secret) < 0)
+            return baton__fail(BATON_EINVAL, "BATON_SECRET must be %d hex characters (e.g. from `openssl rand -hex 32`)",
+                               2 * BATON_STORE_SECRET_BYTES);
+        plan->have_secret = 1;
+    }
+    if ((s = getenv("BATON_JOB_ID")) && *s) {
+        size_t n = strlen(s);
+        if (n >= 40 || strspn(s, "0123456789abcdefABCDEF") != n)
+            return baton__fail(BATON_EINVAL, "BATON_JOB_ID='%s' must be 1 to 39 hex characters", s);
+        snprintf(plan->job_id, sizeof plan->job_id, "%s", s);
+    }
+    if (id->world == 1 && !getenv("BATON_STORE_ADDR")) {
+        plan->host_it = 0; /* a job of one needs no store */
+        plan->port = -1;
+        return BATON_OK;
+    }
+    if ((s = getenv("BATON_STORE_ADDR")) && *s) {
+        int rc = split_host_port("BATON_STORE_ADDR", s, plan->host, sizeof plan->host, &plan->port);
+        if (rc < 0) return rc;
+        if (!plan->have_secret)
+            return baton__fail(BATON_EINVAL, "BATON_STORE_ADDR is set but BATON_SECRET is not: both come from "
+                                             "`baton run`; set BATON_SECRET to the job's 64-hex-character secret");
+        return BATON_OK;  /* the launcher hosts the store */
+    }
+    const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
+    int single_node = (id->local_world > 0 && id->local_world == id->world) || (id->nnodes == 1);
+    if (ma && *ma && mp && *mp) {
+        long port;
+        if (baton__parse_long(mp, 1, 65535, &port) < 0)
+            return baton__fail(BATON_EINVAL, "MASTER_PORT='%s' must be a port number in [1, 65535]", mp);
+        /* torchrun's own agent store may already hold MASTER_PORT; baton's store then takes the next port. */
+        const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+        if (agent && !strcmp(agent, "True")) port = port == 65535 ? 65534 : port + 1;
+        long bport;
+        int rc = baton__env_long("BATON_STORE_PORT", port, 1, 65535, &bport);
+        if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
+        snprintf(plan->host, sizeof plan->host, "%s", ma);
+        plan->port = (int)bport;
+        plan->host_it = id->rank == 0;
+        if (!plan->have_secret) {
+            if (!single_node)
+                return baton__fail(BATON_EINVAL, "a multi-node job started by %s needs BATON_SECRET (64 hex "
+                                                 "characters, the same on every node) to authenticate its store",
+                                   id->source);
+            char key[96];
+            local_job_key(key, sizeof key);
+            snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
+        }
+        return BATON_OK;
+    }
+    if (!single_node)
+        return baton__fail(BATON_EINVAL, "a multi-node job started by %s needs MASTER_ADDR and MASTER_PORT (where "
+                                         "rank 0 hosts baton's store) and BATON_SECRET",
+                           id->source);
+    /* One node, no address given: rank 0 hosts on loopback and hands port and secret over in a private file. */
+    snprintf(plan->host, sizeof plan->host, "127.0.0.1");
+    plan->port = 0;
+    plan->host_it = id->rank == 0;
+    char key[96];
+    local_job_key(key, sizeof key);
+    snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
+    return BATON_OK;
+}

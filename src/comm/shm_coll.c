@@ -1,0 +1,245 @@
+/* shm_coll.c: collectives among the ranks of one node, straight through the node's shared memory.
+ *
+ * Small all-reduce (<= BATON_SHM_SMALL_BYTES): each rank copies its input into its slot of parity
+ * seq % 2, posts seq, waits until every rank posted seq, and reduces all inputs in rank order itself, so
+ * every rank gets the same bits in one step. A slot is rewritten two calls later, when every rank has
+ * posted the call in between, i.e. finished reading it.
+ *
+ * Large collectives move in chunks through double-buffered staging buffers. Chunk g (counted over all
+ * direct collectives of the communicator) uses buffer g % 2 and three progress values:
+ *   3g+1  my input is staged        3g+2  my slice is reduced        3g+3  I have consumed the chunk
+ * A rank refills buffer g % 2 only when every rank has posted 3(g-2)+3, i.e. consumed chunk g-2.
+ * All-reduce: stage my chunk; reduce my slice from every rank's stage into my stage; copy every rank's
+ * reduced slice out. Each byte is read and written about once per phase, all in cache-sized chunks.
+ *
+ * Buffers from baton_buffer_alloc are visible to every local rank: an in-place all-reduce on one skips
+ * staging: each rank reduces its slice straight from the peers' buffers into its own, then copies the
+ * other slices from their owners. See docs/algorithms.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "comm/comm_internal.h"
+#include "comm/reduce.h"
+#include "util/util.h"
+
+enum { SLICE_ALIGN_BYTES = 64 };
+
+/* First element of rank r's slice of m elements split over n ranks, aligned to 64 bytes. */
+static size_t slice_lo(size_t m, int n, int r, size_t esz) {
+    if (r >= n) return m;
+    size_t align = SLICE_ALIGN_BYTES / esz;
+    size_t x = (size_t)((unsigned __int128)m * (unsigned)r / (unsigned)n);
+    x -= x % align;
+    return x;
+}
+
+static int wait_all(baton_comm *c, uint64_t v, uint64_t deadline) {
+    return baton__shm_wait_all(c->shm, BATON_SHM_CTR_BIG, v, deadline);
+}
+
+/* Waits until buffer g % 2 may be refilled. */
+static int wait_free(baton_comm *c, uint64_t g, uint64_t deadline) {
+    return g >= 2 ? wait_all(c, 3 * g - 3, deadline) : BATON_OK;
+}
+
+static void post(baton_comm *c, uint64_t v) { baton__shm_post(c->shm, BATON_SHM_CTR_BIG, v); }
+
+static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                           int avg_div, uint64_t deadline) {
+    int L = c->local_size, me = c->local_rank;
+    uint64_t s = ++c->small_seq;
+    int p = (int)(s & 1);
+    uint8_t *slot = baton__shm_small(c->shm, me, p);
+    memcpy(slot + BATON_SHM_SMALL_DATA, send, count * baton_dtype_size(dt));
+    atomic_store_explicit((_Atomic uint64_t *)slot, s, memory_order_release);
+    uint8_t *base = baton__shm_small(c->shm, 0, p);
+    size_t stride = (size_t)((uint8_t *)baton__shm_small(c->shm, L > 1 ? 1 : 0, p) - base);
+    int rc = baton__shm_wait_all_at(c->shm, base, stride, s, deadline);
+    if (rc < 0) return rc;
+    const void *srcs[BATON_SHM_MAX_LOCAL];
+    for (int q = 0; q < L; q++) srcs[q] = base + (size_t)q * stride + BATON_SHM_SMALL_DATA;
+    baton__reduce_n(recv, srcs, L, count, dt, op, avg_div);
+    return BATON_OK;
+}
+
+/* In place on a buffer every local rank mapped: no staging. */
+static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t count, baton_dtype dt,
+                               baton_op op, int avg_div, uint64_t deadline) {
+    int L = c->local_size, me = c->local_rank;
+    size_t esz = baton_dtype_size(dt);
+    size_t chunk = BATON_SHM_STAGE_BYTES / esz * 2;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    const void *srcs[BATON_SHM_MAX_LOCAL];
+    int rc = BATON_OK;
+    for (size_t k = 0; k < nchunks; k++) {
+        uint64_t g = c->big_chunks + k;
+        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
+        post(c, 3 * g + 1);
+        /* Only the first chunk needs everyone to have entered (their inputs are all in place by then). */
+        if (k == 0 && (rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
+        size_t at = base + (off + lo) * esz;
+        for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
+        baton__reduce_n(buf->peer[me] + at, srcs, L, hi - lo, dt, op, avg_div);
+        post(c, 3 * g + 2);
+        if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++) {
+            if (q == me) continue;
+            size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
+            size_t qat = base + (off + qlo) * esz;
+            memcpy(buf->peer[me] + qat, buf->peer[q] + qat, (qhi - qlo) * esz);
+        }
+        post(c, 3 * g + 3);
+    }
+    c->big_chunks += nchunks;
+    /* Peers may still be copying my slice: the buffer is the caller's again only when all are done. */
+    return nchunks ? wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline) : BATON_OK;
+}
+
+int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                         int avg_div, uint64_t deadline) {
+    size_t esz = baton_dtype_size(dt);
+    if (count == 0) return BATON_OK;
+    if (count * esz <= BATON_SHM_SMALL_BYTES - BATON_SHM_SMALL_DATA)
+        return small_allreduce(c, send, recv, count, dt, op, avg_div, deadline);
+    size_t boff;
+    baton_shm_buffer *reg;
+    if (send == recv && (reg = baton__shm_find_buffer(c, recv, count * esz, &boff)))
+        return zero_copy_allreduce(c, reg, boff, count, dt, op, avg_div, deadline);
+
+    int L = c->local_size, me = c->local_rank;
+    size_t chunk = BATON_SHM_STAGE_BYTES / esz;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    const void *srcs[BATON_SHM_MAX_LOCAL];
+    int rc;
+    for (size_t k = 0; k < nchunks; k++) {
+        uint64_t g = c->big_chunks + k;
+        int b = (int)(g & 1);
+        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
+        uint8_t *mine = baton__shm_stage(c->shm, me, b);
+        memcpy(mine, in + off * esz, m * esz);
+        post(c, 3 * g + 1);
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
+        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
+        baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
+        post(c, 3 * g + 2);
+        if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++) {
+            size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
+            memcpy(out + (off + qlo) * esz, (uint8_t *)baton__shm_stage(c->shm, q, b) + qlo * esz, (qhi - qlo) * esz);
+        }
+        post(c, 3 * g + 3);
+    }
+    c->big_chunks += nchunks;
+    return BATON_OK;
+}
+
+int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                              uint64_t deadline) {
+    if (count == 0) return BATON_OK;
+    int L = c->local_size, me = c->local_rank;
+    size_t esz = baton_dtype_size(dt);
+    /* A stage holds, for every destination rank, `chunk` elements of its block. */
+    size_t chunk = BATON_SHM_STAGE_BYTES / esz / (size_t)L;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    const void *srcs[BATON_SHM_MAX_LOCAL];
+    int rc;
+    for (size_t k = 0; k < nchunks; k++) {
+        uint64_t g = c->big_chunks + k;
+        int b = (int)(g & 1);
+        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
+        uint8_t *mine = baton__shm_stage(c->shm, me, b);
+        for (int r = 0; r < L; r++) memcpy(mine + (size_t)r * chunk * esz, in + ((size_t)r * count + off) * esz, m * esz);
+        post(c, 3 * g + 1);
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + (size_t)me * chunk * esz;
+        baton__reduce_n(out + off * esz, srcs, L, m, dt, op, op == BATON_AVG ? L : 0);
+        post(c, 3 * g + 3);
+    }
+    c->big_chunks += nchunks;
+    return BATON_OK;
+}
+
+int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
+                         uint64_t deadline) {
+    if (count == 0) return BATON_OK;
+    int L = c->local_size, me = c->local_rank;
+    size_t esz = baton_dtype_size(dt);
+    size_t chunk = BATON_SHM_STAGE_BYTES / esz;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    int rc;
+    for (size_t k = 0; k < nchunks; k++) {
+        uint64_t g = c->big_chunks + k;
+        int b = (int)(g & 1);
+        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
+        memcpy(baton__shm_stage(c->shm, me, b), in + off * esz, m * esz);
+        post(c, 3 * g + 1);
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++)
+            memmove(out + ((size_t)q * count + off) * esz, baton__shm_stage(c->shm, q, b), m * esz);
+        post(c, 3 * g + 3);
+    }
+    c->big_chunks += nchunks;
+    return BATON_OK;
+}
+
+int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root, uint64_t deadline) {
+    if (count == 0) return BATON_OK;
+    int me = c->local_rank;
+    size_t esz = baton_dtype_size(dt);
+    size_t chunk = BATON_SHM_STAGE_BYTES / esz;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    uint8_t *p = buf;
+    int rc;
+    for (size_t k = 0; k < nchunks; k++) {
+        uint64_t g = c->big_chunks + k;
+        int b = (int)(g & 1);
+        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
+        if (me == root) {
+            if ((rc = wait_free(c, g, deadline)) < 0) return rc;
+            memcpy(baton__shm_stage(c->shm, root, b), p + off * esz, m * esz);
+            post(c, 3 * g + 3);
+        } else {
+            if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * g + 3, deadline)) < 0) return rc;
+            memcpy(p + off * esz, baton__shm_stage(c->shm, root, b), m * esz);
+            post(c, 3 * g + 3);
+        }
+    }
+    c->big_chunks += nchunks;
+    return BATON_OK;
+}
+
+int baton__shm_barrier(baton_comm *c, uint64_t deadline) {
+    uint64_t g = c->big_chunks++;
+    post(c, 3 * g + 1);
+    int rc = wait_all(c, 3 * g + 1, deadline);
+    post(c, 3 * g + 3);
+    return rc;
+}
+
+/* ---- shared buffers -------------------------------------------------------------------------------- */
+
+baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset) {
+    const uint8_t *q = p;
+    for (baton_shm_buffer *b = c->buffers; b; b = b->next)
+        if (b->peer && q >= b->local && q + bytes <= b->local + b->bytes) {
+            *offset = (size_t)(q - b->local);
+            return b;
+        }
+    return NULL;
+}

@@ -1,0 +1,92 @@
+/* nn_impl.h: internals shared by the files of src/nn: the tape's node list and arena, the op enum with one
+ * backward function per op, and the gradient-buffer helpers every op uses.
+ *
+ * Gradient writes: the first contribution to a tensor's gradient overwrites it (beta = 0 / "="), later
+ * ones add. grad_begin(x) returns 0.0f for "overwrite" or 1.0f for "add" and marks x full. */
+#ifndef BATON_NN_IMPL_H
+#define BATON_NN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/nn.h"
+
+/* X(name): one entry per op; the backward table in tape.c is built from the same list. */
+#define BATON_OP_MAP(X) \
+    X(MATMUL)           \
+    X(BIAS_ADD)         \
+    X(RELU)             \
+    X(GELU)             \
+    X(TANH)             \
+    X(LINEAR)           \
+    X(CROSS_ENTROPY)    \
+    X(LOG_SOFTMAX)      \
+    X(CONV2D)           \
+    X(MAXPOOL2D)        \
+    X(FLATTEN)          \
+    X(DROPOUT)          \
+    X(LAYERNORM)        \
+    X(EMBEDDING)
+
+enum {
+#define BATON_OP_ENUM_(name) BATON__OP_##name,
+    BATON_OP_MAP(BATON_OP_ENUM_)
+#undef BATON_OP_ENUM_
+    BATON__OP_COUNT
+};
+
+#define BATON_NODE_INPUTS 3
+typedef struct {
+    int op;                                /* BATON__OP_* */
+    baton_tensor *in[BATON_NODE_INPUTS];   /* inputs (NULL if unused) */
+    baton_tensor *out;
+    void *saved;                           /* op-specific saved buffer in the arena (mask, stats, ...) */
+    const int32_t *idx;                    /* labels / ids borrowed from the caller */
+    int iarg[4];                           /* op-specific integers (trans, act, stride, pad, ...) */
+    float farg;                            /* op-specific float (dropout p, eps) */
+} baton_node;
+
+/* Arena: 64-byte aligned bump allocation in chunks; reset folds all chunks into one. */
+typedef struct baton_chunk baton_chunk;
+struct baton_chunk {
+    baton_chunk *next;
+    size_t cap, used;
+    _Alignas(64) unsigned char data[];
+};
+
+struct baton_tape {
+    baton_params *params;    /* borrowed; may be NULL */
+    int training;
+    baton_rng rng;           /* dropout */
+    baton_chunk *chunks;     /* current chunk first */
+    size_t mallocs;          /* chunk allocations so far */
+    baton_node *nodes;       /* node list (grows geometrically; stable once warm) */
+    int n_nodes, cap_nodes;
+    int *first_use;          /* per parameter: index of the first node using it this forward, or -1 */
+    int cap_params;
+    baton_grad_hook hook;
+    void *hook_ctx;
+};
+
+void *baton__arena_alloc(baton_tape *t, size_t bytes);       /* aborts on out-of-memory */
+baton_node *baton__tape_push(baton_tape *t, int op);
+/* New activation tensor; has a gradient buffer when training and requires_grad. */
+baton_tensor *baton__tensor_new(baton_tape *t, int ndim, const int *shape, int requires_grad);
+static inline int baton__needs_grad(const baton_tensor *x) { return x && x->grad != NULL; }
+static inline float baton__grad_begin(baton_tensor *x) {
+    baton_tensor *b = x->base;
+    float beta = b->grad_full ? 1.0f : 0.0f;
+    b->grad_full = 1;
+    return beta;
+}
+
+/* One backward per op, defined in ops_dense.c and ops_conv.c. */
+#define BATON_OP_DECL_(name) void baton__bwd_##name(baton_tape *t, baton_node *n);
+BATON_OP_MAP(BATON_OP_DECL_)
+#undef BATON_OP_DECL_
+
+/* sgemm wrapper, row-major: c (M,N) = beta*c + op(a) @ op(b). */
+void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                  float beta, float *c, int ldc);
+
+#endif

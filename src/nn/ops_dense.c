@@ -1,0 +1,413 @@
+/* ops_dense.c: matmul (sgemm), bias add, activations, the fused linear layer, softmax cross-entropy,
+ * log-softmax, dropout, layer norm and embedding: a forward that records a node and its backward.
+ * Shapes: M rows (batch), K inputs, N outputs, C classes / features. Backwards write the first
+ * contribution to a gradient (beta = 0) and add later ones (see nn_impl.h). */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "nn/nn_impl.h"
+#include "util/util.h"
+
+void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                  float beta, float *c, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                a, lda, b, ldb, beta, c, ldc);
+}
+
+void baton_matmul_naive(float *c, const float *a, const float *b, int m, int n, int k, int ta, int tb,
+                        float beta) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0.0;
+            for (int p = 0; p < k; p++) {
+                float av = ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p];
+                float bv = tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j];
+                acc += (double)av * bv;
+            }
+            float *cij = &c[(size_t)i * n + j];
+            *cij = (float)(acc + (beta != 0.0f ? (double)beta * *cij : 0.0));
+        }
+}
+
+/* dst (n) = or += src, by beta */
+static void put(float *dst, const float *src, size_t n, float beta) {
+    if (beta == 0.0f) memcpy(dst, src, n * sizeof(float));
+    else for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* db (N) = or += column sums of g (M,N) */
+static void colsum(float *db, const float *g, int m, int n, float beta) {
+    if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
+    for (int i = 0; i < m; i++) {
+        const float *row = g + (size_t)i * n;
+        for (int j = 0; j < n; j++) db[j] += row[j];
+    }
+}
+
+static baton_tensor *new2(baton_tape *t, int m, int n, int rg) {
+    return baton__tensor_new(t, 2, (int[]){m, n}, rg);
+}
+
+/* ---- matmul: x (M,K) @ w (N,K)^T or (K,N) -> (M,N) ---------------------------------------------------- */
+baton_tensor *baton_matmul(baton_tape *t, baton_tensor *x, baton_tensor *w, int trans_w) {
+    BATON_ASSERT(x->ndim == 2 && w->ndim == 2);
+    int m = x->shape[0], k = x->shape[1], n = trans_w ? w->shape[0] : w->shape[1];
+    BATON_ASSERT((trans_w ? w->shape[1] : w->shape[0]) == k);
+    baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w));
+    baton__sgemm(0, trans_w, m, n, k, x->data, k, w->data, trans_w ? k : n, 0.0f, y->data, n);
+    baton_node *nd = baton__tape_push(t, BATON__OP_MATMUL);
+    nd->in[0] = x;
+    nd->in[1] = w;
+    nd->out = y;
+    nd->iarg[0] = trans_w;
+    return y;
+}
+
+void baton__bwd_MATMUL(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *w = nd->in[1], *y = nd->out;
+    int m = x->shape[0], k = x->shape[1], n = y->shape[1], tw = nd->iarg[0];
+    if (baton__needs_grad(x))   /* dx (M,K) = dy (M,N) @ w (N,K) | w^T */
+        baton__sgemm(0, !tw, m, k, n, y->grad, n, w->data, tw ? k : n, baton__grad_begin(x), x->grad, k);
+    if (baton__needs_grad(w)) {
+        if (tw)   /* dw (N,K) = dy^T @ x */
+            baton__sgemm(1, 0, n, k, m, y->grad, n, x->data, k, baton__grad_begin(w), w->grad, k);
+        else      /* dw (K,N) = x^T @ dy */
+            baton__sgemm(1, 0, k, n, m, x->data, k, y->grad, n, baton__grad_begin(w), w->grad, n);
+    }
+}
+
+/* ---- bias add: x (M,N) + b (N) ------------------------------------------------------------------------ */
+baton_tensor *baton_bias_add(baton_tape *t, baton_tensor *x, baton_tensor *b) {
+    BATON_ASSERT(x->ndim == 2 && b->n == (size_t)x->shape[1]);
+    int m = x->shape[0], n = x->shape[1];
+    baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(b));
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) y->data[(size_t)i * n + j] = x->data[(size_t)i * n + j] + b->data[j];
+    baton_node *nd = baton__tape_push(t, BATON__OP_BIAS_ADD);
+    nd->in[0] = x;
+    nd->in[1] = b;
+    nd->out = y;
+    return y;
+}
+
+void baton__bwd_BIAS_ADD(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *b = nd->in[1], *y = nd->out;
+    if (baton__needs_grad(x)) put(x->grad, y->grad, x->n, baton__grad_begin(x));
+    if (baton__needs_grad(b)) colsum(b->grad, y->grad, y->shape[0], y->shape[1], baton__grad_begin(b));
+}
+
+/* ---- activations ------------------------------------------------------------------------------------- */
+static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static float gelu_df(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * expf(-0.5f * x * x) * 0.39894228040143268f;
+}
+
+static baton_tensor *act_forward(baton_tape *t, baton_tensor *x, int op) {
+    baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
+    for (size_t i = 0; i < x->n; i++) {
+        float v = x->data[i];
+        y->data[i] = op == BATON__OP_RELU ? (v > 0.0f ? v : 0.0f) : op == BATON__OP_GELU ? gelu_f(v) : tanhf(v);
+    }
+    baton_node *nd = baton__tape_push(t, op);
+    nd->in[0] = x;
+    nd->out = y;
+    return y;
+}
+baton_tensor *baton_relu(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_RELU); }
+baton_tensor *baton_gelu(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_GELU); }
+baton_tensor *baton_tanh(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_TANH); }
+
+/* g (n) *= act'(.) given the activation's output y and input pre (pre only needed for GELU) */
+static void act_backward_inplace(int act, float *g, const float *y, const float *pre, size_t n) {
+    switch (act) {
+    case BATON_ACT_RELU:
+        for (size_t i = 0; i < n; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+        break;
+    case BATON_ACT_TANH:
+        for (size_t i = 0; i < n; i++) g[i] *= 1.0f - y[i] * y[i];
+        break;
+    case BATON_ACT_GELU:
+        for (size_t i = 0; i < n; i++) g[i] *= gelu_df(pre[i]);
+        break;
+    default: break;
+    }
+}
+
+static void act_bwd(baton_node *nd, int act) {
+    baton_tensor *x = nd->in[0], *y = nd->out;
+    if (!baton__needs_grad(x)) return;
+    float beta = baton__grad_begin(x);
+    for (size_t i = 0; i < x->n; i++) {
+        float v = x->data[i], d;
+        if (act == BATON_ACT_RELU) d = v > 0.0f ? 1.0f : 0.0f;   /* kink at 0: derivative taken as 0 */
+        else if (act == BATON_ACT_GELU) d = gelu_df(v);
+        else d = 1.0f - y->data[i] * y->data[i];
+        float gi = y->grad[i] * d;
+        x->grad[i] = beta == 0.0f ? gi : x->grad[i] + gi;
+    }
+}
+void baton__bwd_RELU(baton_tape *t, baton_node *nd) { (void)t; act_bwd(nd, BATON_ACT_RELU); }
+void baton__bwd_GELU(baton_tape *t, baton_node *nd) { (void)t; act_bwd(nd, BATON_ACT_GELU); }
+void baton__bwd_TANH(baton_tape *t, baton_node *nd) { (void)t; act_bwd(nd, BATON_ACT_TANH); }
+
+/* ---- fused linear: y = act(x (M,K) @ w (N,K)^T + b (N)) ---------------------------------------------- */
+baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, baton_tensor *b, int act) {
+    BATON_ASSERT(x->ndim == 2 && w->ndim == 2 && w->shape[1] == x->shape[1]);
+    BATON_ASSERT(act >= BATON_ACT_NONE && act <= BATON_ACT_TANH);
+    int m = x->shape[0], k = x->shape[1], n = w->shape[0];
+    if (b) BATON_ASSERT(b->n == (size_t)n);
+    baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w) || baton__needs_grad(b));
+    baton__sgemm(0, 1, m, n, k, x->data, k, w->data, k, 0.0f, y->data, n);
+    float *pre = NULL;
+    if (act == BATON_ACT_GELU && y->grad) pre = baton__arena_alloc(t, y->n * sizeof(float));
+    for (int i = 0; i < m; i++) {   /* one pass: bias + activation */
+        float *row = y->data + (size_t)i * n;
+        const float *bb = b ? b->data : NULL;
+        switch (act) {
+        case BATON_ACT_NONE:
+            if (bb) for (int j = 0; j < n; j++) row[j] += bb[j];
+            break;
+        case BATON_ACT_RELU:
+            if (bb) for (int j = 0; j < n; j++) { float v = row[j] + bb[j]; row[j] = v > 0.0f ? v : 0.0f; }
+            else for (int j = 0; j < n; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+            break;
+        case BATON_ACT_GELU:
+            for (int j = 0; j < n; j++) {
+                float v = row[j] + (bb ? bb[j] : 0.0f);
+                if (pre) pre[(size_t)i * n + j] = v;
+                row[j] = gelu_f(v);
+            }
+            break;
+        case BATON_ACT_TANH:
+            for (int j = 0; j < n; j++) row[j] = tanhf(row[j] + (bb ? bb[j] : 0.0f));
+            break;
+        }
+    }
+    baton_node *nd = baton__tape_push(t, BATON__OP_LINEAR);
+    nd->in[0] = x;
+    nd->in[1] = w;
+    nd->in[2] = b;
+    nd->out = y;
+    nd->saved = pre;
+    nd->iarg[0] = act;
+    return y;
+}
+
+void baton__bwd_LINEAR(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *w = nd->in[1], *b = nd->in[2], *y = nd->out;
+    int m = x->shape[0], k = x->shape[1], n = w->shape[0];
+    float *g = y->grad;   /* final here (all consumers ran), so the activation mask is applied in place */
+    act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n);
+    if (baton__needs_grad(w)) baton__sgemm(1, 0, n, k, m, g, n, x->data, k, baton__grad_begin(w), w->grad, k);
+    if (baton__needs_grad(b)) colsum(b->grad, g, m, n, baton__grad_begin(b));
+    if (baton__needs_grad(x)) baton__sgemm(0, 0, m, k, n, g, n, w->data, k, baton__grad_begin(x), x->grad, k);
+}
+
+/* ---- softmax cross-entropy: logits (M,C), labels (M) -> mean loss (1) --------------------------------- */
+baton_tensor *baton_cross_entropy(baton_tape *t, baton_tensor *logits, const int32_t *labels) {
+    BATON_ASSERT(logits->ndim == 2);
+    int m = logits->shape[0], c = logits->shape[1];
+    int rg = baton__needs_grad(logits);
+    baton_tensor *loss = baton__tensor_new(t, 1, (int[]){1}, rg);
+    float *probs = rg ? baton__arena_alloc(t, logits->n * sizeof(float)) : NULL;
+    double total = 0.0;
+    for (int i = 0; i < m; i++) {
+        const float *row = logits->data + (size_t)i * c;
+        BATON_ASSERT(labels[i] >= 0 && labels[i] < c);
+        float mx = row[0];
+        for (int j = 1; j < c; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < c; j++) {
+            float e = expf(row[j] - mx);
+            if (probs) probs[(size_t)i * c + j] = e;
+            sum += e;
+        }
+        if (probs) for (int j = 0; j < c; j++) probs[(size_t)i * c + j] /= sum;
+        total += (double)logf(sum) + mx - row[labels[i]];
+    }
+    loss->data[0] = (float)(total / m);
+    baton_node *nd = baton__tape_push(t, BATON__OP_CROSS_ENTROPY);
+    nd->in[0] = logits;
+    nd->out = loss;
+    nd->saved = probs;
+    nd->idx = labels;
+    return loss;
+}
+
+void baton__bwd_CROSS_ENTROPY(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0];
+    if (!baton__needs_grad(x)) return;
+    int m = x->shape[0], c = x->shape[1];
+    const float *p = nd->saved;
+    float s = nd->out->grad[0] / (float)m, beta = baton__grad_begin(x);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < c; j++) {
+            size_t q = (size_t)i * c + j;
+            float gi = s * (p[q] - (j == nd->idx[i] ? 1.0f : 0.0f));
+            x->grad[q] = beta == 0.0f ? gi : x->grad[q] + gi;
+        }
+}
+
+/* ---- log-softmax over the last dim ------------------------------------------------------------------- */
+baton_tensor *baton_log_softmax(baton_tape *t, baton_tensor *x) {
+    int c = x->shape[x->ndim - 1];
+    size_t rows = x->n / (size_t)c;
+    baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
+    for (size_t i = 0; i < rows; i++) {
+        const float *r = x->data + i * c;
+        float *o = y->data + i * c, mx = r[0], sum = 0.0f;
+        for (int j = 1; j < c; j++) mx = r[j] > mx ? r[j] : mx;
+        for (int j = 0; j < c; j++) sum += expf(r[j] - mx);
+        float lse = mx + logf(sum);
+        for (int j = 0; j < c; j++) o[j] = r[j] - lse;
+    }
+    baton_node *nd = baton__tape_push(t, BATON__OP_LOG_SOFTMAX);
+    nd->in[0] = x;
+    nd->out = y;
+    return y;
+}
+
+void baton__bwd_LOG_SOFTMAX(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *y = nd->out;
+    if (!baton__needs_grad(x)) return;
+    int c = x->shape[x->ndim - 1];
+    size_t rows = x->n / (size_t)c;
+    float beta = baton__grad_begin(x);
+    for (size_t i = 0; i < rows; i++) {   /* dx = dy - softmax * sum(dy) */
+        const float *gy = y->grad + i * c, *yy = y->data + i * c;
+        float *gx = x->grad + i * c, s = 0.0f;
+        for (int j = 0; j < c; j++) s += gy[j];
+        for (int j = 0; j < c; j++) {
+            float gi = gy[j] - expf(yy[j]) * s;
+            gx[j] = beta == 0.0f ? gi : gx[j] + gi;
+        }
+    }
+}
+
+/* ---- dropout ---------------------------------------------------------------------------------------- */
+baton_tensor *baton_dropout(baton_tape *t, baton_tensor *x, float p) {
+    BATON_ASSERT(p >= 0.0f && p < 1.0f);
+    if (!t->training || p == 0.0f) return x;
+    baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
+    float *mask = baton__arena_alloc(t, x->n * sizeof(float)), keep = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < x->n; i++) {
+        mask[i] = baton_rng_uniform(&t->rng) < p ? 0.0f : keep;
+        y->data[i] = x->data[i] * mask[i];
+    }
+    baton_node *nd = baton__tape_push(t, BATON__OP_DROPOUT);
+    nd->in[0] = x;
+    nd->out = y;
+    nd->saved = mask;
+    nd->farg = p;
+    return y;
+}
+
+void baton__bwd_DROPOUT(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *y = nd->out;
+    if (!baton__needs_grad(x)) return;
+    const float *mask = nd->saved;
+    float beta = baton__grad_begin(x);
+    for (size_t i = 0; i < x->n; i++) {
+        float gi = y->grad[i] * mask[i];
+        x->grad[i] = beta == 0.0f ? gi : x->grad[i] + gi;
+    }
+}
+
+/* ---- layer norm over the last dim: x (M,C) ----------------------------------------------------------- */
+baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamma, baton_tensor *beta,
+                              float eps) {
+    int c = x->shape[x->ndim - 1];
+    size_t m = x->n / (size_t)c;
+    BATON_ASSERT(gamma->n == (size_t)c && beta->n == (size_t)c);
+    baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape,
+                                        baton__needs_grad(x) || baton__needs_grad(gamma) || baton__needs_grad(beta));
+    float *stats = baton__arena_alloc(t, 2 * m * sizeof(float));   /* mean, rstd per row */
+    for (size_t i = 0; i < m; i++) {
+        const float *r = x->data + i * c;
+        double mean = 0.0, var = 0.0;
+        for (int j = 0; j < c; j++) mean += r[j];
+        mean /= c;
+        for (int j = 0; j < c; j++) var += (r[j] - mean) * (r[j] - mean);
+        var /= c;
+        float rstd = (float)(1.0 / sqrt(var + eps));
+        stats[2 * i] = (float)mean;
+        stats[2 * i + 1] = rstd;
+        for (int j = 0; j < c; j++)
+            y->data[i * c + j] = (r[j] - (float)mean) * rstd * gamma->data[j] + beta->data[j];
+    }
+    baton_node *nd = baton__tape_push(t, BATON__OP_LAYERNORM);
+    nd->in[0] = x;
+    nd->in[1] = gamma;
+    nd->in[2] = beta;
+    nd->out = y;
+    nd->saved = stats;
+    nd->farg = eps;
+    return y;
+}
+
+void baton__bwd_LAYERNORM(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *x = nd->in[0], *gm = nd->in[1], *bt = nd->in[2], *y = nd->out;
+    int c = x->shape[x->ndim - 1];
+    size_t m = x->n / (size_t)c;
+    const float *stats = nd->saved;
+    float bx = baton__needs_grad(x) ? baton__grad_begin(x) : 0.0f;
+    float bg = baton__needs_grad(gm) ? baton__grad_begin(gm) : 1.0f;
+    float bb = baton__needs_grad(bt) ? baton__grad_begin(bt) : 1.0f;
+    if (baton__needs_grad(gm) && bg == 0.0f) memset(gm->grad, 0, (size_t)c * sizeof(float));
+    if (baton__needs_grad(bt) && bb == 0.0f) memset(bt->grad, 0, (size_t)c * sizeof(float));
+    for (size_t i = 0; i < m; i++) {
+        const float *r = x->data + i * c, *gy = y->grad + i * c;
+        float mean = stats[2 * i], rstd = stats[2 * i + 1], s1 = 0.0f, s2 = 0.0f;
+        for (int j = 0; j < c; j++) {
+            float xh = (r[j] - mean) * rstd, dxh = gy[j] * gm->data[j];
+            s1 += dxh;
+            s2 += dxh * xh;
+            if (baton__needs_grad(gm)) gm->grad[j] += gy[j] * xh;
+            if (baton__needs_grad(bt)) bt->grad[j] += gy[j];
+        }
+        if (!baton__needs_grad(x)) continue;
+        s1 /= c;
+        s2 /= c;
+        for (int j = 0; j < c; j++) {
+            float xh = (r[j] - mean) * rstd, gi = rstd * (gy[j] * gm->data[j] - s1 - xh * s2);
+            x->grad[i * c + j] = bx == 0.0f ? gi : x->grad[i * c + j] + gi;
+        }
+    }
+}
+
+/* ---- embedding: ids (M) into table (V,C) -> (M,C) ---------------------------------------------------- */
+baton_tensor *baton_embedding(baton_tape *t, const int32_t *ids, int m, baton_tensor *table) {
+    BATON_ASSERT(table->ndim == 2 && m > 0);
+    int v = table->shape[0], c = table->shape[1];
+    baton_tensor *y = new2(t, m, c, baton__needs_grad(table));
+    for (int i = 0; i < m; i++) {
+        BATON_ASSERT(ids[i] >= 0 && ids[i] < v);
+        memcpy(y->data + (size_t)i * c, table->data + (size_t)ids[i] * c, (size_t)c * sizeof(float));
+    }
+    baton_node *nd = baton__tape_push(t, BATON__OP_EMBEDDING);
+    nd->in[0] = table;
+    nd->out = y;
+    nd->idx = ids;
+    return y;
+}
+
+void baton__bwd_EMBEDDING(baton_tape *t, baton_node *nd) {
+    (void)t;
+    baton_tensor *tb = nd->in[0], *y = nd->out;
+    if (!baton__needs_grad(tb)) return;
+    int m = y->shape[0], c = y->shape[1];
+    if (baton__grad_begin(tb) == 0.0f) memset(tb->grad, 0, tb->n * sizeof(float));
+    for (int i = 0; i < m; i++) {
+        float *dst = tb->grad + (size_t)nd->idx[i] * c;
+        const float *src = y->grad + (size_t)i * c;
+        for (int j = 0; j < c; j++) dst[j] += src[j];
+    }
+}

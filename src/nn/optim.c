@@ -1,0 +1,125 @@
+/* optim.c: SGD with momentum and AdamW as one loop over the parameter slab, gradient clipping by global
+ * norm, and learning-rate schedules (linear warmup, then constant, cosine or step decay). The optimizer
+ * state lives in slabs with the parameters' layout, so a checkpoint is a few memcpy's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_impl.h"
+#include "util/util.h"
+
+struct baton_optim {
+    baton_optim_config cfg;
+    baton_params *p;      /* borrowed */
+    float *m, *v;         /* state slabs (numel floats); v only for adamw */
+    long steps;           /* steps taken */
+};
+
+int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config *cfg) {
+    *out = NULL;
+    if (cfg->kind != BATON_OPTIM_SGD && cfg->kind != BATON_OPTIM_ADAMW)
+        return baton__fail(BATON_EINVAL, "optimizer: unknown kind %d", cfg->kind);
+    if (!(cfg->momentum >= 0.0f && cfg->momentum < 1.0f) || !(cfg->weight_decay >= 0.0f) ||
+        (cfg->kind == BATON_OPTIM_ADAMW &&
+         !(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f && cfg->beta2 < 1.0f && cfg->eps > 0.0f)))
+        return baton__fail(BATON_EINVAL, "optimizer: hyperparameter out of range (momentum/betas in [0,1), "
+                                         "weight decay >= 0, eps > 0)");
+    baton_optim *o = calloc(1, sizeof *o);
+    if (!o) return baton__fail(BATON_ENOMEM, "optimizer: out of memory");
+    o->cfg = *cfg;
+    o->p = p;
+    size_t n = baton_params_numel(p);
+    o->m = aligned_alloc(64, n * sizeof(float));
+    if (cfg->kind == BATON_OPTIM_ADAMW) o->v = aligned_alloc(64, n * sizeof(float));
+    if (!o->m || (cfg->kind == BATON_OPTIM_ADAMW && !o->v)) {
+        baton_optim_free(o);
+        return baton__fail(BATON_ENOMEM, "optimizer: out of memory for %zu floats of state", n);
+    }
+    memset(o->m, 0, n * sizeof(float));
+    if (o->v) memset(o->v, 0, n * sizeof(float));
+    *out = o;
+    return BATON_OK;
+}
+
+void baton_optim_free(baton_optim *o) {
+    if (!o) return;
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
+long baton_optim_steps(const baton_optim *o) { return o->steps; }
+
+static void sgd(float *restrict w, const float *restrict g, float *restrict m, size_t n, float lr, float mu,
+                float wd) {
+    for (size_t i = 0; i < n; i++) {
+        float mi = mu * m[i] + g[i] + wd * w[i];
+        m[i] = mi;
+        w[i] -= lr * mi;
+    }
+}
+
+static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+                  float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] -= lr * (wd * w[i] + (mi * c1) / (sqrtf(vi * c2) + eps));
+    }
+}
+
+void baton_optim_step(baton_optim *o, float lr) {
+    baton_params *p = o->p;
+    float *w = baton_params_data(p), *g = baton_params_grad(p);
+    const baton_optim_config *c = &o->cfg;
+    o->steps++;
+    float c1 = 1.0f / (1.0f - powf(c->beta1, (float)o->steps)), c2 = 1.0f / (1.0f - powf(c->beta2, (float)o->steps));
+    /* One loop per view (decay differs per view); views are contiguous in the slab. */
+    for (int i = 0, np = baton_params_count(p); i < np; i++) {
+        const baton_param_info *v = baton_params_info(p, i);
+        size_t off = v->offset, n = v->count;
+        float wd = v->decay ? c->weight_decay : 0.0f;
+        if (c->kind == BATON_OPTIM_SGD) sgd(w + off, g + off, o->m + off, n, lr, c->momentum, wd);
+        else adamw(w + off, g + off, o->m + off, o->v + off, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
+    }
+}
+
+float baton_clip_grad_norm(baton_params *p, float max_norm) {
+    const float *g = baton_params_grad(p);
+    size_t n = baton_params_numel(p);   /* padding is zero, so it does not count */
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += g[i + j] * g[i + j];
+    double s = 0.0;
+    for (int j = 0; j < 16; j++) s += acc[j];
+    for (; i < n; i++) s += (double)g[i] * g[i];
+    float norm = (float)sqrt(s);
+    if (max_norm > 0.0f && norm > max_norm) {
+        float k = max_norm / (norm + 1e-6f);
+        float *gw = baton_params_grad(p);
+        for (size_t q = 0; q < n; q++) gw[q] *= k;
+    }
+    return norm;
+}
+
+float baton_lr_at(const baton_lr_schedule *s, long step) {
+    if (s->warmup > 0 && step < s->warmup) return s->lr * (float)(step + 1) / (float)s->warmup;
+    long t = step - (s->warmup > 0 ? s->warmup : 0);
+    switch (s->kind) {
+    case BATON_SCHED_COSINE: {
+        long span = s->total - (s->warmup > 0 ? s->warmup : 0);
+        if (span <= 0) return s->lr;
+        double frac = (double)t / (double)span;
+        if (frac > 1.0) frac = 1.0;
+        return s->min_lr + (s->lr - s->min_lr) * (float)(0.5 * (1.0 + cos(3.14159265358979323846 * frac)));
+    }
+    case BATON_SCHED_STEP:
+        if (s->step_every <= 0) return s->lr;
+        return s->lr * powf(s->gamma, (float)(t / s->step_every));
+    default: return s->lr;
+    }
+}

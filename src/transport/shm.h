@@ -1,0 +1,104 @@
+/* shm.h: the shared-memory segment of one node, its synchronization counters, and the shm point-to-point
+ * transport.
+ *
+ * One segment per node and job, named /baton-<jobid>-<node>. Local rank 0 creates it; the others open it;
+ * once every local rank has mapped it, it is unlinked, so nothing is left in /dev/shm however the job ends.
+ *
+ * Layout (every region cache-line aligned):
+ *   header                           magic, geometry, abort word
+ *   rank blocks[L]                   per local rank: pid, progress counters (each on its own cache line)
+ *   small slots[L][2]                small all-reduce: each rank's input, by sequence parity
+ *   stage[L][2]                      large collectives: each rank's staging buffer, double-buffered
+ *   channels[L][L]                   p2p byte rings, one per ordered pair (src -> dst)
+ *
+ * Progress counters only grow. A rank posts a counter after finishing a step; a peer waits until every
+ * rank's counter has reached a value. Waiting spins, yields, then naps (baton__backoff), checks the
+ * deadline, the job's abort word, and every ~20 ms whether the ranks it waits for are still alive.
+ *
+ *   baton_shm *shm;
+ *   baton__shm_open("/baton-1a2b-n0", local_rank, local_size, deadline, &shm);
+ *   ...  baton__shm_post(shm, BATON_SHM_CTR_BIG, v);  baton__shm_wait_all(shm, BATON_SHM_CTR_BIG, v, ...);
+ *   baton__shm_close(shm);                                                                              */
+#ifndef BATON_SHM_H
+#define BATON_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+enum {
+    BATON_SHM_CACHELINE = 64,
+    BATON_SHM_MAX_LOCAL = 64,                  /* local ranks per node */
+    BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot (8-byte header + all-reduce input) */
+    BATON_SHM_STAGE_BYTES = 512 << 10,         /* one staging buffer (a chunk of a large collective) */
+    BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring */
+};
+
+/* The counters of one rank. */
+typedef enum {
+    BATON_SHM_CTR_BIG = 0,     /* 3 x (chunks of direct collectives done) + phase */
+    BATON_SHM_CTR_COUNT
+} baton_shm_ctr;
+
+typedef struct {
+    _Atomic uint64_t v;
+    char pad[BATON_SHM_CACHELINE - sizeof(uint64_t)];
+} baton_shm_counter;
+
+typedef struct {
+    baton_shm_counter ctr[BATON_SHM_CTR_COUNT];
+    int32_t pid;           /* the rank's process, for liveness checks */
+    int32_t global_rank;   /* for messages */
+    char pad[BATON_SHM_CACHELINE - 8];
+} baton_shm_rank;
+
+typedef struct {
+    baton_shm_counter head;   /* bytes written by the sender, ever */
+    baton_shm_counter tail;   /* bytes consumed by the receiver, ever */
+} baton_shm_chan_ctl;
+
+typedef struct baton_shm baton_shm;
+
+/* Creates (local_rank 0) or opens the node segment and waits until all local_size ranks mapped it; then
+ * the name is unlinked. global_ranks[i] is the global rank of local rank i (for error messages). */
+int baton__shm_open(const char *name, int local_rank, int local_size, const int *global_ranks,
+                    uint64_t deadline_ns, baton_shm **out);
+void baton__shm_close(baton_shm *shm);   /* NULL is a no-op */
+
+int baton__shm_local_rank(const baton_shm *shm);
+int baton__shm_local_size(const baton_shm *shm);
+
+/* Region pointers. A small slot starts with its sequence word (_Atomic uint64_t); the data follows at
+ * BATON_SHM_SMALL_DATA, so a message of up to 56 bytes travels in the same cache line as its flag. */
+enum { BATON_SHM_SMALL_DATA = 8 };
+void *baton__shm_small(baton_shm *shm, int local_rank, int parity);
+void *baton__shm_stage(baton_shm *shm, int local_rank, int buf);
+
+/* Counters. post stores v (release); read loads (acquire). */
+static inline void baton__shm_post_raw(baton_shm_rank *r, baton_shm_ctr c, uint64_t v) {
+    atomic_store_explicit(&r->ctr[c].v, v, memory_order_release);
+}
+baton_shm_rank *baton__shm_rank_block(baton_shm *shm, int local_rank);
+void baton__shm_post(baton_shm *shm, baton_shm_ctr c, uint64_t v);
+uint64_t baton__shm_get(baton_shm *shm, baton_shm_ctr c);   /* this rank's own value */
+
+/* Waits until every local rank's counter c is >= v (own included). Returns BATON_OK, BATON_ETIMEDOUT
+ * (naming the ranks behind), BATON_EPEERDEAD (naming the dead rank) or BATON_ECANCELED (another rank
+ * aborted the job; the detail carries its reason). The caller adds which collective it was. */
+int baton__shm_wait_all(baton_shm *shm, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* Same for a single local rank. */
+int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* The general form: rank r's word is at base + r * stride (e.g. the sequence words of small slots). */
+int baton__shm_wait_all_at(baton_shm *shm, const void *base, size_t stride, uint64_t v, uint64_t deadline_ns);
+
+/* Marks the segment aborted with a reason so that every waiter stops at once (first writer wins). */
+void baton__shm_abort(baton_shm *shm, const char *reason);
+
+/* A p2p transport over this segment's channels. Peers are global ranks; global_to_local maps them
+ * (-1: not on this node). The transport does not own the segment. */
+int baton__shm_transport_create(baton_shm *shm, int rank, int world, const int *global_to_local,
+                                baton_transport **out);
+
+#endif

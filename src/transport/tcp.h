@@ -1,0 +1,58 @@
+/* tcp.h: the TCP transport. A full mesh of authenticated, non-blocking TCP connections, one per pair of
+ * ranks, driven with poll() so that sendrecv moves its send and its receive at the same time.
+ *
+ * How the communicator core sets it up (addresses travel through the rendezvous store):
+ *
+ *   int fd, port;
+ *   if ((rc = baton__tcp_listen(host, &port, &fd)) < 0) return rc;     // host NULL: all interfaces
+ *   ... publish "host:port" under this rank's key, read every rank's address into addrs[world] ...
+ *   baton_transport *t;
+ *   rc = baton__tcp_transport_create(rank, world, fd, addrs, secret, deadline, &t);
+ *   close(fd);                                                         // the caller owns the listener
+ *   ... t->ops->sendrecv(t, speer, sbuf, sbytes, rpeer, rbuf, rbytes, deadline) ...
+ *   t->ops->close(t);                                                  // closes every socket, frees t
+ *
+ * Connection scheme: rank i connects to every rank j < i (in increasing j) and then accepts one connection
+ * from every rank j > i. Each connection starts with a handshake in which both sides prove that they know
+ * the 32-byte job secret (HMAC-SHA256 over the connector's hello and fresh random nonces from both sides):
+ *   connector -> acceptor  hello     40 B: "BTN1", version, from rank, to rank, world, 0, nonce_c[16]
+ *   acceptor  -> connector challenge 56 B: "BTN1", status, nonce_a[16], HMAC(secret, "acc" hello nonce_a)
+ *   connector -> acceptor  response  32 B: HMAC(secret, "con" hello nonce_a)
+ *   acceptor  -> connector verdict    4 B: status (0 accepted)
+ * status != 0 means refused: 1 wrong destination rank or world size, 2 impossible source rank, 3 duplicate
+ * source rank, 4 authentication failed. The acceptor drops a connection that fails (logging why) and keeps
+ * waiting for the genuine rank until the deadline; the error then names every refused connection.
+ * A connector that cannot verify the acceptor's HMAC fails with BATON_EAUTH.
+ *
+ * Data path: sockets are non-blocking with TCP_NODELAY; sendrecv loops over send(MSG_NOSIGNAL) and recv,
+ * spinning briefly (BATON_TCP_SPIN_US, default 50 us; 0 disables) before it blocks in ppoll(). Errors:
+ * BATON_EPEERDEAD "rank 3 closed its connection" / "connection to rank 3 failed: ...", BATON_ETIMEDOUT
+ * naming the rank(s) waited for. After any failure the transport is unusable: close it.
+ *
+ * Environment: BATON_TCP_SPIN_US (0..10000), BATON_TCP_BUF_KB (socket buffer size requested with
+ * SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning, the default). */
+#ifndef BATON_TCP_H
+#define BATON_TCP_H
+
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+#define BATON_TCP_SECRET_BYTES 32
+
+/* Opens a listening socket on bind_host (NULL or "" = all interfaces, "127.0.0.1", a name, an IPv6
+ * literal) at an OS-chosen port. *fd_out is the caller's to close; *port_out the port to publish. */
+int baton__tcp_listen(const char *bind_host, int *port_out, int *fd_out);
+
+/* Builds the mesh. peer_addrs[r] is rank r's "host:port" ("[v6addr]:port" for IPv6 literals);
+ * peer_addrs[rank] is not used. listen_fd is this rank's socket from baton__tcp_listen (not closed here).
+ * Fails with BATON_EINVAL (bad arguments or address), BATON_ETIMEDOUT (a peer missing at the deadline),
+ * BATON_EAUTH (secret mismatch), BATON_EPROTO (malformed handshake) or BATON_ESYS; detail names the rank. */
+int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *const *peer_addrs,
+                                const uint8_t secret[BATON_TCP_SECRET_BYTES], uint64_t deadline_ns,
+                                baton_transport **out);
+
+/* Splits "host:port" / "[v6]:port" into host (NUL-terminated, at most hostcap-1 chars) and port. */
+int baton__tcp_split_addr(const char *addr, char *host, size_t hostcap, int *port);
+
+#endif

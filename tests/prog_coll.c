@@ -1,0 +1,250 @@
+/* prog_coll.c: a worker for the collective matrix, started under `baton run` by test_coll.c.
+ *
+ *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
+ *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf]
+ *
+ * For every combination it runs the collective in place and out of place and checks every element of its
+ * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
+ * into the dtype). Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/comm.h"
+#include "comm/reduce.h"
+
+static int rank_, world_;
+
+/* Integer-valued inputs, negative ones included; PROD uses {1, 2, -1} so products stay exact. */
+static double val(baton_op op, int r, size_t i, int salt) {
+    if (op == BATON_PROD) {
+        static const double v[3] = {1, 2, -1};
+        return v[(i + (size_t)r * 2 + (size_t)salt) % 3];
+    }
+    return (double)((long)((i * 31 + (size_t)r * 17 + (size_t)salt * 5) % 11) - 3);
+}
+
+static int is_int(baton_dtype dt) { return dt == BATON_I32 || dt == BATON_I64; }
+
+static double reference(baton_dtype dt, baton_op op, int n, size_t i, int salt) {
+    double acc = val(op, 0, i, salt);
+    for (int r = 1; r < n; r++) {
+        double x = val(op, r, i, salt);
+        switch (op) {
+        case BATON_SUM: case BATON_AVG: acc += x; break;
+        case BATON_MIN: acc = x < acc ? x : acc; break;
+        case BATON_MAX: acc = x > acc ? x : acc; break;
+        case BATON_PROD: acc *= x; break;
+        default: break;
+        }
+    }
+    if (op == BATON_AVG) acc = is_int(dt) ? (double)((long long)acc / n) : acc / n;
+    return acc;
+}
+
+static void put(baton_dtype dt, void *p, size_t i, double v) {
+    switch (dt) {
+    case BATON_F32: ((float *)p)[i] = (float)v; break;
+    case BATON_F64: ((double *)p)[i] = v; break;
+    case BATON_F16: ((uint16_t *)p)[i] = baton__f32_to_f16_1((float)v); break;
+    case BATON_BF16: ((uint16_t *)p)[i] = baton__f32_to_bf16_1((float)v); break;
+    case BATON_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case BATON_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+static double get(baton_dtype dt, const void *p, size_t i) {
+    switch (dt) {
+    case BATON_F32: return ((const float *)p)[i];
+    case BATON_F64: return ((const double *)p)[i];
+    case BATON_F16: return baton__f16_to_f32_1(((const uint16_t *)p)[i]);
+    case BATON_BF16: return baton__bf16_to_f32_1(((const uint16_t *)p)[i]);
+    case BATON_I32: return ((const int32_t *)p)[i];
+    case BATON_I64: return (double)((const int64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+static long failures, checks;
+
+static void expect(const char *what, baton_dtype dt, const void *got, size_t i, double want) {
+    uint8_t ref[8];
+    put(dt, ref, 0, want);
+    size_t e = baton_dtype_size(dt);
+    checks++;
+    if (memcmp((const uint8_t *)got + i * e, ref, e) == 0) return;
+    if (failures++ < 8)
+        fprintf(stderr, "prog_coll: rank %d: %s: element %zu is %.9g, expected %.9g\n", rank_, what, i, get(dt, got, i), want);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "prog_coll: out of memory\n"); exit(2); }
+    return p;
+}
+
+static int fail_rc(const char *what, int rc) {
+    fprintf(stderr, "prog_coll: rank %d: %s failed: %s: %s\n", rank_, what, baton_strerror(rc), baton_last_error());
+    exit(1);
+}
+
+static void test_allreduce(baton_comm *c, size_t count, baton_dtype dt, baton_op op, int inplace, int salt, int shmbuf) {
+    size_t e = baton_dtype_size(dt);
+    char what[160];
+    snprintf(what, sizeof what, "allreduce %zu x %s %s %s algo=%s%s", count, baton_dtype_name(dt), baton_op_name(op),
+             inplace ? "in-place" : "out-of-place", baton_algo_name(baton_comm_last_algo(c)), shmbuf ? " shmbuf" : "");
+    uint8_t *send = shmbuf ? baton_buffer_alloc(c, count * e + 64) : xmalloc(count * e);
+    uint8_t *recv = inplace ? send : xmalloc(count * e);
+    if (!send) fail_rc("baton_buffer_alloc", BATON_ENOMEM);
+    for (size_t i = 0; i < count; i++) put(dt, send, i, val(op, rank_, i, salt));
+    if (!inplace) memset(recv, 0x5a, count * e);
+    int rc = baton_allreduce(c, send, recv, count, dt, op);
+    if (rc < 0) fail_rc(what, rc);
+    snprintf(what, sizeof what, "allreduce %zu x %s %s %s algo=%s%s", count, baton_dtype_name(dt), baton_op_name(op),
+             inplace ? "in-place" : "out-of-place", baton_algo_name(baton_comm_last_algo(c)), shmbuf ? " shmbuf" : "");
+    for (size_t i = 0; i < count; i++) expect(what, dt, recv, i, reference(dt, op, world_, i, salt));
+    if (!inplace) /* the send buffer must be untouched */
+        for (size_t i = 0; i < count; i++) expect("allreduce send buffer", dt, send, i, val(op, rank_, i, salt));
+    if (shmbuf) baton_buffer_free(c, send); else free(send);
+    if (!inplace) free(recv);
+}
+
+static void test_reduce_scatter(baton_comm *c, size_t count, baton_dtype dt, baton_op op, int salt) {
+    size_t e = baton_dtype_size(dt), n = (size_t)world_;
+    uint8_t *send = xmalloc(count * n * e), *recv = xmalloc(count * e);
+    for (size_t i = 0; i < count * n; i++) put(dt, send, i, val(op, rank_, i, salt));
+    memset(recv, 0x5a, count * e);
+    int rc = baton_reduce_scatter(c, send, recv, count, dt, op);
+    char what[128];
+    snprintf(what, sizeof what, "reduce_scatter %zu x %s %s algo=%s", count, baton_dtype_name(dt), baton_op_name(op),
+             baton_algo_name(baton_comm_last_algo(c)));
+    if (rc < 0) fail_rc(what, rc);
+    for (size_t i = 0; i < count; i++) expect(what, dt, recv, i, reference(dt, op, world_, (size_t)rank_ * count + i, salt));
+    free(send);
+    free(recv);
+}
+
+static void test_allgather(baton_comm *c, size_t count, baton_dtype dt, int salt) {
+    size_t e = baton_dtype_size(dt), n = (size_t)world_;
+    uint8_t *send = xmalloc(count * e), *recv = xmalloc(count * n * e);
+    for (size_t i = 0; i < count; i++) put(dt, send, i, val(BATON_SUM, rank_, i, salt));
+    memset(recv, 0x5a, count * n * e);
+    int rc = baton_allgather(c, send, recv, count, dt);
+    char what[128];
+    snprintf(what, sizeof what, "allgather %zu x %s algo=%s", count, baton_dtype_name(dt), baton_algo_name(baton_comm_last_algo(c)));
+    if (rc < 0) fail_rc(what, rc);
+    for (int q = 0; q < world_; q++)
+        for (size_t i = 0; i < count; i++) expect(what, dt, recv, (size_t)q * count + i, val(BATON_SUM, q, i, salt));
+    free(send);
+    free(recv);
+}
+
+static void test_broadcast(baton_comm *c, size_t count, baton_dtype dt, int root, int salt) {
+    size_t e = baton_dtype_size(dt);
+    uint8_t *buf = xmalloc(count * e);
+    for (size_t i = 0; i < count; i++) put(dt, buf, i, rank_ == root ? val(BATON_SUM, root, i, salt) : 99);
+    int rc = baton_broadcast(c, buf, count, dt, root);
+    char what[128];
+    snprintf(what, sizeof what, "broadcast %zu x %s root %d algo=%s", count, baton_dtype_name(dt), root,
+             baton_algo_name(baton_comm_last_algo(c)));
+    if (rc < 0) fail_rc(what, rc);
+    for (size_t i = 0; i < count; i++) expect(what, dt, buf, i, val(BATON_SUM, root, i, salt));
+    free(buf);
+}
+
+/* Splits a comma list into tokens; returns how many. */
+static int split(char *s, char **out, int max) {
+    int n = 0;
+    for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+    return n;
+}
+
+int main(int argc, char **argv) {
+    char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
+         ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
+    int big = 0, shmbuf = 0;
+    for (int i = 1; i < argc; i++) {
+        char *dst = NULL;
+        if (!strcmp(argv[i], "--algos")) dst = algos_s;
+        else if (!strcmp(argv[i], "--counts")) dst = counts_s;
+        else if (!strcmp(argv[i], "--dtypes")) dst = dtypes_s;
+        else if (!strcmp(argv[i], "--ops")) dst = ops_s;
+        else if (!strcmp(argv[i], "--colls")) dst = colls_s;
+        else if (!strcmp(argv[i], "--big")) { big = 1; continue; }
+        else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
+        else { fprintf(stderr, "prog_coll: unknown argument %s\n", argv[i]); return 2; }
+        if (++i >= argc) { fprintf(stderr, "prog_coll: %s needs a value\n", argv[i - 1]); return 2; }
+        snprintf(dst, 256, "%s", argv[i]);
+    }
+    baton_comm *c;
+    int rc = baton_init(&c, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "prog_coll: baton_init: %s\n", baton_last_error());
+        return 1;
+    }
+    rank_ = baton_comm_rank(c);
+    world_ = baton_comm_size(c);
+    char *algos[8], *counts[16], *dtypes[8], *ops[8], *colls[8];
+    int nalgo = split(algos_s, algos, 8), ncount = split(counts_s, counts, 16), ndt = split(dtypes_s, dtypes, 8),
+        nop = split(ops_s, ops, 8), ncoll = split(colls_s, colls, 8);
+    int salt = 0;
+    for (int a = 0; a < nalgo; a++) {
+        baton_algo algo;
+        if (baton_algo_parse(algos[a], &algo) < 0) { fprintf(stderr, "prog_coll: %s\n", baton_last_error()); return 2; }
+        baton_comm_set_algo(c, algo);
+        for (int k = 0; k < ncoll; k++) {
+            for (int ci = 0; ci < ncount; ci++) {
+                /* "W" in a count means the world size: "3W+1" is 3 x world + 1. */
+                size_t count = 0;
+                char *w = strchr(counts[ci], 'W');
+                if (w) {
+                    count = (size_t)strtoull(counts[ci], NULL, 10) * (size_t)world_ + (w[1] == '+' ? (size_t)strtoull(w + 2, NULL, 10) : 0);
+                } else {
+                    count = (size_t)strtoull(counts[ci], NULL, 10);
+                }
+                for (int d = 0; d < ndt; d++) {
+                    baton_dtype dt;
+                    if (baton_dtype_parse(dtypes[d], &dt) < 0) { fprintf(stderr, "prog_coll: %s\n", baton_last_error()); return 2; }
+                    salt++;
+                    if (!strcmp(colls[k], "allgather")) { test_allgather(c, count, dt, salt); continue; }
+                    if (!strcmp(colls[k], "broadcast")) {
+                        for (int root = 0; root < world_; root++) test_broadcast(c, count, dt, root, salt);
+                        continue;
+                    }
+                    if (!strcmp(colls[k], "barrier")) {
+                        if ((rc = baton_barrier(c)) < 0) fail_rc("barrier", rc);
+                        continue;
+                    }
+                    for (int o = 0; o < nop; o++) {
+                        baton_op op;
+                        if (baton_op_parse(ops[o], &op) < 0) { fprintf(stderr, "prog_coll: %s\n", baton_last_error()); return 2; }
+                        if (!strcmp(colls[k], "allreduce")) {
+                            test_allreduce(c, count, dt, op, 0, salt, 0);
+                            test_allreduce(c, count, dt, op, 1, salt, 0);
+                            if (shmbuf) test_allreduce(c, count, dt, op, 1, salt, 1);
+                        } else if (!strcmp(colls[k], "reducescatter")) {
+                            test_reduce_scatter(c, count, dt, op, salt);
+                        } else {
+                            fprintf(stderr, "prog_coll: unknown collective %s\n", colls[k]);
+                            return 2;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (big) { /* 64 MiB of f32, sum, out of place and in place */
+        size_t count = (64u << 20) / 4;
+        test_allreduce(c, count, BATON_F32, BATON_SUM, 0, 7, 0);
+        test_allreduce(c, count, BATON_F32, BATON_SUM, 1, 8, 0);
+        if (shmbuf) test_allreduce(c, count, BATON_F32, BATON_SUM, 1, 9, 1);
+    }
+    baton_comm_free(c);
+    if (failures) {
+        fprintf(stderr, "prog_coll: rank %d: %ld of %ld checks failed\n", rank_, failures, checks);
+        return 1;
+    }
+    printf("prog_coll: rank %d: %ld checks passed\n", rank_, checks);
+    return 0;
+}

@@ -1,0 +1,395 @@
+/* bench.c: `baton bench COLLECTIVE [options]`, an nccl-tests-style benchmark run under `baton run`.
+ *
+ * Rank 0 prints one row per size: size count type op algo time_us algbw_GBps busbw_GBps wrong
+ * (sizes and bus bandwidth as nccl-tests defines them: allreduce busbw = algbw x 2(n-1)/n, allgather and
+ * reduce-scatter x (n-1)/n, broadcast x 1; size is the largest buffer: allgather's output, reduce-scatter's
+ * input). time_us is the slowest rank's mean over the timed iterations. Each size runs max(-n, as many as
+ * fill 20 ms) iterations after -w warm-up ones, all ranks agreeing on the count (see bench_size).
+ * -c 1 fills fresh integer-valued data before every iteration and checks every element of every result on
+ * every rank against a closed-form reference (16-bit types: the exact value rounded once); `wrong` counts
+ * the mismatches over all ranks and iterations. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/comm.h"
+#include "comm/reduce.h"
+#include "commands.h"
+#include "util/util.h"
+
+typedef enum { B_ALLREDUCE, B_BROADCAST, B_ALLGATHER, B_REDUCESCATTER, B_BARRIER } bench_coll;
+static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter", "barrier"};
+
+typedef struct {
+    bench_coll coll;
+    uint64_t minbytes, maxbytes;
+    double factor;
+    long iters, warmup;
+    int check, csv, inplace, root;
+    int bufmode;        /* 0 malloc, 1 shm (baton_buffer_alloc), 2 both */
+    double min_time_s;  /* each size runs at least this long */
+    baton_dtype dt;
+    baton_op op;
+    baton_algo algo;
+    baton_transport_kind transport;
+} bench_opts;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: baton run -n N -- baton bench COLLECTIVE [options]\n"
+            "  COLLECTIVE: allreduce | broadcast | allgather | reducescatter | barrier\n"
+            "  -b MINBYTES     smallest size (default 8; suffixes K M G)\n"
+            "  -e MAXBYTES     largest size (default 64M)\n"
+            "  -f FACTOR       size multiplier between rows (default 2)\n"
+            "  -n ITERS        timed iterations per size, at least (default 20; more until 20 ms are filled)\n"
+            "  -w WARMUP       warm-up iterations per size (default 5)\n"
+            "  -c 0|1          check every element of every result (default 0)\n"
+            "  -d DTYPE        f32 f64 f16 bf16 i32 i64 (default f32)\n"
+            "  -o OP           sum avg min max prod (default sum)\n"
+            "  -r ROOT         broadcast root (default 0)\n"
+            "  --algo A        auto ring rd direct hier (default auto)\n"
+            "  --transport T   auto shm tcp (default auto)\n"
+            "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
+            "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
+            "  --min-time S    seconds each size runs at least (default 0.02)\n"
+            "  --csv           comma-separated output with a header\n");
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->minbytes = 8;
+    o->maxbytes = 64 << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->min_time_s = 0.02;
+    o->dt = BATON_F32;
+    o->op = BATON_SUM;
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            usage(stdout);
+            return 1;
+        }
+        fprintf(stderr, "baton bench: name a collective first (allreduce, broadcast, allgather, reducescatter, barrier)\n");
+        return -1;
+    }
+    int found = 0;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(argv[1], coll_names[i])) o->coll = (bench_coll)i, found = 1;
+    if (!found) {
+        fprintf(stderr, "baton bench: unknown collective '%s' (expected allreduce, broadcast, allgather, reducescatter or barrier)\n", argv[1]);
+        return -1;
+    }
+    static const struct option longs[] = {{"algo", required_argument, 0, 'A'},    {"transport", required_argument, 0, 'T'},
+                                          {"csv", no_argument, 0, 'C'},           {"inplace", no_argument, 0, 'I'},
+                                          {"buffers", required_argument, 0, 'B'}, {"min-time", required_argument, 0, 'M'},
+                                          {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    optind = 2;
+    opterr = 0;
+    int ch;
+    long v;
+    double d;
+    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:c:d:o:r:h", longs, NULL)) != -1) {
+        int rc = 0;
+        switch (ch) {
+        case 'b': rc = baton__parse_size(optarg, 1ull << 40, &o->minbytes); break;
+        case 'e': rc = baton__parse_size(optarg, 1ull << 40, &o->maxbytes); break;
+        case 'f': rc = baton__parse_double(optarg, 1.0001, 1024, &o->factor); break;
+        case 'n': rc = baton__parse_long(optarg, 1, 100000000, &o->iters); break;
+        case 'w': rc = baton__parse_long(optarg, 0, 100000000, &o->warmup); break;
+        case 'c': rc = baton__parse_long(optarg, 0, 1, &v); o->check = (int)v; break;
+        case 'r': rc = baton__parse_long(optarg, 0, 1 << 20, &v); o->root = (int)v; break;
+        case 'd': rc = baton_dtype_parse(optarg, &o->dt); break;
+        case 'o': rc = baton_op_parse(optarg, &o->op); break;
+        case 'A': rc = baton_algo_parse(optarg, &o->algo); break;
+        case 'T': rc = baton_transport_parse(optarg, &o->transport); break;
+        case 'M': rc = baton__parse_double(optarg, 0, 3600, &d); o->min_time_s = d; break;
+        case 'C': o->csv = 1; break;
+        case 'I': o->inplace = 1; break;
+        case 'B':
+            if (!strcmp(optarg, "malloc")) o->bufmode = 0;
+            else if (!strcmp(optarg, "shm")) o->bufmode = 1;
+            else if (!strcmp(optarg, "both")) o->bufmode = 2;
+            else rc = baton__fail(BATON_EINVAL, "expected malloc, shm or both");
+            break;
+        case 'h': usage(stdout); return 1;
+        case ':': fprintf(stderr, "baton bench: option %s needs a value (see baton bench --help)\n", argv[optind - 1]); return -1;
+        default: fprintf(stderr, "baton bench: unknown option '%s' (see baton bench --help)\n", argv[optind - 1]); return -1;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "baton bench: bad value '%s' for %s: %s\n", optarg, argv[optind - 1], baton_last_error());
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "baton bench: unexpected argument '%s' (see baton bench --help)\n", argv[optind]);
+        return -1;
+    }
+    if (o->minbytes > o->maxbytes) {
+        fprintf(stderr, "baton bench: -b %llu is larger than -e %llu\n", (unsigned long long)o->minbytes, (unsigned long long)o->maxbytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- integer-valued data with closed-form results ----------------------------------------------------- */
+
+static int base_val(size_t i, long it) { return (int)((i * 7 + (size_t)it * 3) % 13); }
+/* PROD uses 1s and 2s so products stay exact: rank r holds 2 where (i + r + it) is odd. */
+static double val(const bench_opts *o, int r, size_t i, long it) {
+    if (o->op == BATON_PROD) return 1 + (int)((i + (size_t)r + (size_t)it) & 1);
+    return base_val(i, it) + r;
+}
+
+static double expect_reduced(const bench_opts *o, int n, size_t i, long it) {
+    double b = base_val(i, it);
+    switch (o->op) {
+    case BATON_SUM: return n * b + n * (n - 1) / 2.0;
+    case BATON_AVG: {
+        double s = n * b + n * (n - 1) / 2.0;
+        if (o->dt == BATON_I32 || o->dt == BATON_I64) return (double)((long long)s / n);
+        return s / n;
+    }
+    case BATON_MIN: return b;
+    case BATON_MAX: return b + n - 1;
+    case BATON_PROD: {
+        int twos = 0; /* ranks r in [0, n) with (i + r + it) odd */
+        for (int r = 0; r < n; r++) twos += (int)((i + (size_t)r + (size_t)it) & 1);
+        return ldexp(1.0, twos);
+    }
+    default: return 0;
+    }
+}
+
+static void store_val(baton_dtype dt, void *p, size_t i, double v) {
+    switch (dt) {
+    case BATON_F32: ((float *)p)[i] = (float)v; break;
+    case BATON_F64: ((double *)p)[i] = v; break;
+    case BATON_F16: ((uint16_t *)p)[i] = baton__f32_to_f16_1((float)v); break;
+    case BATON_BF16: ((uint16_t *)p)[i] = baton__f32_to_bf16_1((float)v); break;
+    case BATON_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case BATON_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+/* Compares bit patterns: the reference is the exact value rounded once into the dtype. */
+static int same(baton_dtype dt, const void *p, size_t i, double v) {
+    uint8_t ref[8];
+    store_val(dt, ref, 0, v);
+    size_t e = baton_dtype_size(dt);
+    return memcmp((const uint8_t *)p + i * e, ref, e) == 0;
+}
+
+/* ---- one size ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    void *send, *recv;
+    size_t send_bytes, recv_bytes;
+    int shm;
+} bufs;
+
+static void fill(const bench_opts *o, int rank, int n, bufs *b, size_t count, long it) {
+    switch (o->coll) {
+    case B_ALLREDUCE:
+    case B_ALLGATHER:
+        for (size_t i = 0; i < count; i++) store_val(o->dt, b->send, i, val(o, rank, i, it));
+        break;
+    case B_REDUCESCATTER:
+        for (size_t i = 0; i < count * (size_t)n; i++) store_val(o->dt, b->send, i, val(o, rank, i, it));
+        break;
+    case B_BROADCAST:
+        if (rank == o->root)
+            for (size_t i = 0; i < count; i++) store_val(o->dt, b->recv, i, val(o, o->root, i, it));
+        else
+            memset(b->recv, 0xff, count * baton_dtype_size(o->dt));
+        break;
+    case B_BARRIER: break;
+    }
+}
+
+static long check(const bench_opts *o, int rank, int n, const bufs *b, size_t count, long it) {
+    long wrong = 0;
+    switch (o->coll) {
+    case B_ALLREDUCE:
+        for (size_t i = 0; i < count; i++) wrong += !same(o->dt, b->recv, i, expect_reduced(o, n, i, it));
+        break;
+    case B_REDUCESCATTER:
+        for (size_t i = 0; i < count; i++)
+            wrong += !same(o->dt, b->recv, i, expect_reduced(o, n, (size_t)rank * count + i, it));
+        break;
+    case B_ALLGATHER:
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < count; i++) wrong += !same(o->dt, (uint8_t *)b->recv, (size_t)q * count + i, val(o, q, i, it));
+        break;
+    case B_BROADCAST:
+        for (size_t i = 0; i < count; i++) wrong += !same(o->dt, b->recv, i, val(o, o->root, i, it));
+        break;
+    case B_BARRIER: break;
+    }
+    return wrong;
+}
+
+static int run_once(baton_comm *c, const bench_opts *o, bufs *b, size_t count) {
+    switch (o->coll) {
+    case B_ALLREDUCE: return baton_allreduce(c, b->send, b->recv, count, o->dt, o->op);
+    case B_BROADCAST: return baton_broadcast(c, b->recv, count, o->dt, o->root);
+    case B_ALLGATHER: return baton_allgather(c, b->send, b->recv, count, o->dt);
+    case B_REDUCESCATTER: return baton_reduce_scatter(c, b->send, b->recv, count, o->dt, o->op);
+    case B_BARRIER: return baton_barrier(c);
+    }
+    return BATON_EINVAL;
+}
+
+static void *buf_alloc(baton_comm *c, size_t bytes, int shm) {
+    if (bytes == 0) bytes = 64;
+    if (shm) return baton_buffer_alloc(c, bytes);
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes) == 0 ? p : NULL;
+}
+
+static void buf_free(baton_comm *c, void *p, int shm) {
+    if (shm)
+        baton_buffer_free(c, p);
+    else
+        free(p);
+}
+
+/* Fills in time (s, slowest rank) and wrong (all ranks). */
+static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, double *time_s, long *wrong_out) {
+    int rank = baton_comm_rank(c), n = baton_comm_size(c), rc;
+    long wrong = 0;
+    fill(o, rank, n, b, count, 0);
+    long it = 0;
+    for (long i = 0; i < o->warmup; i++, it++) {
+        if (o->check) fill(o, rank, n, b, count, it);
+        if ((rc = run_once(c, o, b, count)) < 0) return rc;
+        if (o->check) wrong += check(o, rank, n, b, count, it);
+    }
+    /* Timed runs of -n iterations; while one is shorter than --min-time, the next one is sized from its
+     * pace (the slowest rank's, so every rank agrees on the count). The last run is reported. */
+    long iters = o->iters;
+    double tmax = 0;
+    for (int round = 0; round < 3; round++) {
+        if ((rc = baton_barrier(c)) < 0) return rc;
+        uint64_t t0 = baton__now_ns();
+        for (long i = 0; i < iters; i++, it++) {
+            if (o->check) fill(o, rank, n, b, count, it);
+            if ((rc = run_once(c, o, b, count)) < 0) return rc;
+            if (o->check) wrong += check(o, rank, n, b, count, it);
+        }
+        double t = (double)(baton__now_ns() - t0) / 1e9;
+        if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
+        if (tmax >= o->min_time_s || iters >= 10000000) break;
+        double per = tmax / (double)iters;
+        long want = per > 0 ? (long)ceil(o->min_time_s * 1.1 / per) : iters * 100;
+        iters = want > iters ? (want < 10000000 ? want : 10000000) : iters * 2;
+    }
+    tmax /= (double)iters;
+    int64_t w = wrong, wsum;
+    if ((rc = baton_allreduce(c, &w, &wsum, 1, BATON_I64, BATON_SUM)) < 0) return rc;
+    *time_s = tmax;
+    *wrong_out = (long)wsum;
+    return BATON_OK;
+}
+
+static double busbw_factor(bench_coll coll, int n) {
+    switch (coll) {
+    case B_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case B_ALLGATHER:
+    case B_REDUCESCATTER: return (double)(n - 1) / n;
+    case B_BROADCAST: return 1.0;
+    default: return 0;
+    }
+}
+
+int baton_cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int prc = parse_opts(argc, argv, &o);
+    if (prc) return prc > 0 ? 0 : 2;
+    baton_options bo;
+    if (baton_options_from_env(&bo) < 0) {
+        fprintf(stderr, "baton bench: %s\n", baton_last_error());
+        return 2;
+    }
+    if (o.transport != BATON_TRANSPORT_AUTO) bo.transport = o.transport;
+    if (o.algo != BATON_ALGO_AUTO) bo.algo = o.algo;
+    baton_comm *c;
+    if (baton_init(&c, &bo) < 0) {
+        fprintf(stderr, "baton bench: cannot join the job: %s\n", baton_last_error());
+        return 1;
+    }
+    int rank = baton_comm_rank(c), n = baton_comm_size(c), status = 0;
+    if (o.root >= n) {
+        if (rank == 0) fprintf(stderr, "baton bench: root %d is not a rank (world size %d)\n", o.root, n);
+        baton_comm_free(c);
+        return 2;
+    }
+    size_t esz = baton_dtype_size(o.dt);
+    if (rank == 0) {
+        if (o.csv)
+            printf("size,count,type,op,algo,time_us,algbw_GBps,busbw_GBps,wrong\n");
+        else
+            printf("# baton bench %s: %d ranks, %d node(s), transport %s, %s, simd %s\n", coll_names[o.coll], n,
+                   baton_comm_num_nodes(c), baton_transport_name(baton_comm_transport(c)),
+                   o.inplace ? "in place" : "out of place", baton__reduce_isa());
+        if (!o.csv)
+            printf("%12s %12s %6s %6s %12s %12s %11s %11s %8s\n", "size", "count", "type", "op", "algo", "time_us",
+                   "algbw_GBps", "busbw_GBps", "wrong");
+        fflush(stdout);
+    }
+    int modes[2] = {o.bufmode == 1, 1}, nmodes = o.bufmode == 2 ? 2 : 1;
+    for (uint64_t size = o.minbytes; size <= o.maxbytes && !status;) {
+        /* Elements per rank-side buffer, as nccl-tests counts them. */
+        size_t total = (size_t)(size / esz);
+        size_t count = total;
+        if (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER) count = total / (size_t)n;
+        if (o.coll == B_BARRIER) count = 0;
+        for (int m = 0; m < nmodes && !status; m++) {
+            bufs b = {0};
+            b.shm = modes[m];
+            size_t sb = count * esz, rb = count * esz;
+            if (o.coll == B_ALLGATHER) rb *= (size_t)n;
+            if (o.coll == B_REDUCESCATTER) sb *= (size_t)n;
+            b.recv = buf_alloc(c, rb > sb ? rb : sb, b.shm);
+            /* In place: allreduce and broadcast share one buffer; the others keep two (their shapes differ). */
+            int one = (o.inplace && o.coll == B_ALLREDUCE) || o.coll == B_BROADCAST || o.coll == B_BARRIER;
+            b.send = one ? b.recv : buf_alloc(c, sb, b.shm);
+            if (!b.recv || !b.send) {
+                fprintf(stderr, "baton bench: rank %d: cannot allocate %zu bytes%s: %s\n", rank, rb + sb,
+                        b.shm ? " of shared memory" : "", baton_last_error());
+                status = 1;
+                break;
+            }
+            double t = 0;
+            long wrong = 0;
+            int rc = bench_size(c, &o, &b, count, &t, &wrong);
+            if (rc < 0) {
+                fprintf(stderr, "baton bench: rank %d: %s: %s\n", rank, baton_strerror(rc), baton_last_error());
+                status = 1;
+            } else if (rank == 0) {
+                size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);
+                double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * busbw_factor(o.coll, n);
+                char algo[32];
+                snprintf(algo, sizeof algo, "%s%s", baton_algo_name(baton_comm_last_algo(c)), b.shm ? "+shmbuf" : "");
+                if (o.csv)
+                    printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%ld\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz, baton_dtype_name(o.dt),
+                           baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong);
+                else
+                    printf("%12zu %12zu %6s %6s %12s %12.2f %11.3f %11.3f %8ld\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
+                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong);
+                fflush(stdout);
+            }
+            if (rank == 0 && wrong) status = 1;
+            if (b.send != b.recv) buf_free(c, b.send, b.shm);
+            buf_free(c, b.recv, b.shm);
+        }
+        if (o.coll == B_BARRIER) break;
+        uint64_t next = (uint64_t)((double)size * o.factor);
+        size = next > size ? next : size + 1;
+    }
+    baton_comm_free(c);
+    return status;
+}
