@@ -110,7 +110,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
     echo "reps $reps"
 } >"$OUT/runs/meta.txt"
 
-rm -f "$OUT"/runs/*.out
+rm -f "$OUT"/runs/*.out "$OUT"/runs/*.err
 for rep in $(seq 1 "$reps"); do
     for r in $shm_runs $tcp_runs; do
         echo "run $rep/$reps: $r" >&2
