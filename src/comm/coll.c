@@ -21,8 +21,6 @@
 
 enum { RD_MAX_BYTES = 64 << 10 };  /* TCP: recursive doubling up to here, ring above */
 
-static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
-
 static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadline) {
     baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline};
     return g;
@@ -163,11 +161,23 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
 int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->broken) return baton__fail(BATON_ECANCELED, "communicator unusable after an earlier failure: %s", c->broken_reason);
     uint64_t deadline = baton__deadline_after(c->opt.timeout_s);
-    c->seq++;
+    /* Every collective says what it is before it touches anything shared (see transport/frame.h). */
+    baton_coll_desc desc = {.seq = ++c->seq, .count = a->count, .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dt,
+                            .op = (uint8_t)a->op, .root = a->root};
+    if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
+    if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
+    c->desc = &desc;
+    if (c->shm) baton__shm_announce(c->shm, &desc);
+    if (c->tcp) c->tcp->desc = &desc;
+    if (c->shm_tp) c->shm_tp->desc = &desc;
     int rc = exec_one(c, a, deadline);
+    if (c->tcp) c->tcp->desc = NULL;
+    if (c->shm_tp) c->shm_tp->desc = NULL;
+    c->desc = NULL;
     if (rc < 0) {
-        baton__fail_ctx(rc, "%s #%llu (%zu x %s, %s): ", coll_names[a->kind], (unsigned long long)c->seq, a->count,
-                        baton_dtype_name(a->dt), baton_op_name(a->op));
+        char what[128];
+        baton__desc_format(&desc, what, sizeof what);
+        baton__fail_ctx(rc, "%s: ", what);
         c->broken = 1;
         snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
         if (c->shm) baton__shm_abort(c->shm, c->broken_reason);

@@ -8,6 +8,7 @@
 
 #include "baton/comm.h"
 #include "rendezvous/store.h"
+#include "transport/frame.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -90,6 +91,7 @@ struct baton_comm {
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     uint64_t seq;                  /* collectives run so far */
+    const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
     uint64_t small_seq;            /* small shm all-reduces so far */
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;

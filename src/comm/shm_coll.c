@@ -50,6 +50,9 @@ static int wait_free(baton_comm *c, uint64_t g, uint64_t deadline) {
 
 static void post(baton_comm *c, uint64_t v) { baton__shm_post(c->shm, BATON_SHM_CTR_BIG, v); }
 
+/* After the first wait that every rank has passed: do all agree on what this collective is? */
+static int check_peers(baton_comm *c) { return baton__shm_check_peers(c->shm, c->desc); }
+
 static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                            int avg_div, uint64_t deadline) {
     int L = c->local_size, me = c->local_rank;
@@ -57,13 +60,18 @@ static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t c
     int p = (int)(s & 1);
     uint8_t *slot = baton__shm_small(c->shm, me, p);
     memcpy(slot + BATON_SHM_SMALL_DATA, send, count * baton_dtype_size(dt));
-    atomic_store_explicit((_Atomic uint64_t *)slot, s, memory_order_release);
+    baton__shm_small_publish((baton_shm_small_hdr *)slot, s, c->desc);
     uint8_t *base = baton__shm_small(c->shm, 0, p);
     size_t stride = (size_t)((uint8_t *)baton__shm_small(c->shm, L > 1 ? 1 : 0, p) - base);
     int rc = baton__shm_wait_all_at(c->shm, base, stride, s, deadline);
     if (rc < 0) return rc;
     const void *srcs[BATON_SHM_MAX_LOCAL];
-    for (int q = 0; q < L; q++) srcs[q] = base + (size_t)q * stride + BATON_SHM_SMALL_DATA;
+    for (int q = 0; q < L; q++) {
+        const uint8_t *qs = base + (size_t)q * stride;
+        if (q != me && (rc = baton__shm_small_check(c->shm, q, (const baton_shm_small_hdr *)qs, c->desc)) < 0)
+            return rc;
+        srcs[q] = qs + BATON_SHM_SMALL_DATA;
+    }
     baton__reduce_n(recv, srcs, L, count, dt, op, avg_div);
     return BATON_OK;
 }
@@ -82,7 +90,7 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
         post(c, 3 * g + 1);
         /* Only the first chunk needs everyone to have entered (their inputs are all in place by then). */
-        if (k == 0 && (rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        if (k == 0 && ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0)) return rc;
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
         size_t at = base + (off + lo) * esz;
         for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
@@ -130,7 +138,7 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
         memcpy(mine, in + off * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
         for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
         baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
@@ -171,7 +179,7 @@ int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
         for (int r = 0; r < L; r++) memcpy(mine + (size_t)r * chunk * esz, in + ((size_t)r * count + off) * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + (size_t)me * chunk * esz;
         baton__reduce_n(out + off * esz, srcs, L, m, dt, op, op == BATON_AVG ? L : 0);
         post(c, 3 * g + 3);
@@ -197,7 +205,7 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
         if ((rc = wait_free(c, g, deadline)) < 0) return rc;
         memcpy(baton__shm_stage(c->shm, me, b), in + off * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         for (int q = 0; q < L; q++)
             memmove(out + ((size_t)q * count + off) * esz, baton__shm_stage(c->shm, q, b), m * esz);
         post(c, 3 * g + 3);
@@ -224,11 +232,16 @@ int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt,
             post(c, 3 * g + 3);
         } else {
             if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * g + 3, deadline)) < 0) return rc;
+            if (k == 0 && (rc = baton__shm_check_one(c->shm, root, c->desc)) < 0) return rc;
             memcpy(p + off * esz, baton__shm_stage(c->shm, root, b), m * esz);
             post(c, 3 * g + 3);
         }
     }
     c->big_chunks += nchunks;
+    /* The root waits until every rank has taken the data and then compares descriptors: otherwise two
+     * ranks that each believe they are the root would both return at once and nobody would notice. */
+    if (me == root && ((rc = wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline)) < 0 || (rc = check_peers(c)) < 0))
+        return rc;
     return BATON_OK;
 }
 
@@ -236,6 +249,7 @@ int baton__shm_barrier(baton_comm *c, uint64_t deadline) {
     uint64_t g = c->big_chunks++;
     post(c, 3 * g + 1);
     int rc = wait_all(c, 3 * g + 1, deadline);
+    if (rc == BATON_OK) rc = check_peers(c);
     post(c, 3 * g + 3);
     return rc;
 }
