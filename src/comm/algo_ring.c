@@ -19,7 +19,8 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
  * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
  * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
  * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
- * partial is rounded once into out). 16-bit dtypes carry f32 partials on the wire. Each received segment
+ * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
+ * and f32 partials from step 1 on. Each received segment
  * is reduced before the next one is requested, so the reduction runs while the kernel's socket buffers
  * keep the link busy. */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
@@ -31,48 +32,49 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
     if (seg == 0) seg = 1;
     size_t maxlen = count / (size_t)n + (count % (size_t)n ? 1 : 0);
     BATON_ASSERT(!(acc && is16));
-    uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL, *wide = NULL;
+    uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL;
     int rc = BATON_OK;
     if (!acc) {
         pp[0] = malloc(maxlen * wsz);
         pp[1] = malloc(maxlen * wsz);
     }
     tmp = malloc(seg * wsz);
-    if (is16) wide = malloc(seg * 4);
-    if ((!acc && (!pp[0] || !pp[1])) || !tmp || (is16 && !wide)) {
+    if ((!acc && (!pp[0] || !pp[1])) || !tmp) {
         rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
         goto done;
     }
     for (int s = 0; s < n - 1; s++) {
         const int sc = baton__mod(me + a - s, n), rcv = baton__mod(me + a - s - 1, n);
         const int last = s == n - 2;
+        /* Step 0 forwards raw input, which 16-bit dtypes send as they are (exact); from step 1 on the
+         * partials are f32. */
+        const size_t xsz = s == 0 ? esz : wsz;
         size_t soff, slen, roff, rlen;
         baton__chunk(count, n, sc, &soff, &slen);
         baton__chunk(count, n, rcv, &roff, &rlen);
         /* destination of this step's partial for chunk rcv, and source of the partial we forward */
         uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
-        const uint8_t *src = s == 0 ? NULL : acc ? acc + soff * esz : pp[(s - 1) & 1];
-        const int direct = !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
+        const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
+        const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
         size_t nseg = ((slen > rlen ? slen : rlen) + seg - 1) / seg;
         for (size_t k = 0; k < nseg; k++) {
             size_t b = k * seg;
             size_t sn = b < slen ? (slen - b < seg ? slen - b : seg) : 0;
             size_t rn = b < rlen ? (rlen - b < seg ? rlen - b : seg) : 0;
-            const void *sp;
-            if (src) sp = src + b * wsz;
-            else if (is16) {
-                if (dt == BATON_F16) baton__f16_to_f32((float *)wide, (const uint16_t *)(mine + (soff + b) * 2), sn);
-                else baton__bf16_to_f32((float *)wide, (const uint16_t *)(mine + (soff + b) * 2), sn);
-                sp = wide;
-            } else sp = mine + (soff + b) * esz;
             uint8_t *d = dst + b * wsz;
             const uint8_t *m = mine + (roff + b) * esz;
-            rc = baton__gsendrecv(g, right, sp, sn * wsz, left, direct ? d : tmp, rn * wsz, what);
+            rc = baton__gsendrecv(g, right, src + b * xsz, sn * xsz, left, direct ? d : tmp, rn * xsz, what);
             if (rc < 0) goto done;
             if (rn == 0) continue;
-            if (is16) baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, dt, op);
-            else if (direct) baton__reduce(d, m, rn, dt, op);
-            else {
+            if (is16) {
+                if (s == 0) {   /* d = widen(left's raw values), then d op= widen(mine) */
+                    if (dt == BATON_F16) baton__f16_to_f32((float *)d, (const uint16_t *)tmp, rn);
+                    else baton__bf16_to_f32((float *)d, (const uint16_t *)tmp, rn);
+                }
+                baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, dt, op);
+            } else if (direct) {
+                baton__reduce(d, m, rn, dt, op);
+            } else {
                 const void *srcs[2] = {tmp, m};
                 baton__reduce_n(d, srcs, 2, rn, dt, op, 0);
             }
@@ -89,7 +91,6 @@ done:
     free(pp[0]);
     free(pp[1]);
     free(tmp);
-    free(wide);
     return rc;
 }
 
