@@ -5,6 +5,7 @@
 
 #ifdef BATON_REDUCE_X86
 #include <immintrin.h>
+#include <string.h>
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)

@@ -6,6 +6,7 @@
 
 #ifdef BATON_REDUCE_X86
 #include <immintrin.h>
+#include <string.h>
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c"))), apply_to = function)
