@@ -142,3 +142,19 @@ TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1); }
 TEST_T(killed_rank_is_named_shm_256m, 60) { kill_one("", "256M", 3, 4); }
 /* tcp: the ranks connected to it name it; the others may see a neighbour close first */
 TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1); }
+
+/* Asynchronous collectives: several in flight, blocking calls queued behind them, over shm and tcp. */
+static void async_run(const char *env, int n) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s run -n %d -- %s/tests/prog_async", env, th_baton(), n, th_build_dir());
+    int rc = th_run(cmd, 100, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n%s\n", cmd, out);
+    ASSERT_EQ_INT(rc, 0);
+    int ok = 0;
+    for (const char *p = out; (p = strstr(p, ": ok")); p++) ok++;
+    ASSERT_EQ_INT(ok, n);
+    free(out);
+}
+
+TEST_T(async_in_flight_shm_3, 120) { async_run("", 3); }
+TEST_T(async_in_flight_tcp_2, 120) { async_run("BATON_TRANSPORT=tcp", 2); }
