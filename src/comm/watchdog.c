@@ -41,6 +41,7 @@ static void warn_stall(baton_comm *c, baton_store **st, const baton_coll_desc *d
     }
     char behind[512] = "", there[256] = "";
     size_t bl = 0, tl = 0;
+    int nthere = 0;
     for (int r = 0; r < c->world && bl < sizeof behind - 48 && tl < sizeof there - 16; r++) {
         if (r == c->rank) continue;
         uint64_t at = 0;
@@ -53,6 +54,7 @@ static void warn_stall(baton_comm *c, baton_store **st, const baton_coll_desc *d
         }
         if (known && at >= d->seq) {
             tl += (size_t)snprintf(there + tl, sizeof there - tl, "%s%d", tl ? ", " : "", r);
+            nthere++;
         } else if (known) {
             bl += (size_t)snprintf(behind + bl, sizeof behind - bl, "%srank %d (at #%llu)", bl ? ", " : "", r,
                                    (unsigned long long)at);
@@ -62,8 +64,11 @@ static void warn_stall(baton_comm *c, baton_store **st, const baton_coll_desc *d
     }
     char what[128];
     baton__desc_format(d, what, sizeof what);
-    BATON_WARN("%s has waited %.0f s; not reached by %s; reached by %s%s", what, waited, bl ? behind : "nobody",
-               tl ? "ranks " : "", tl ? there : "no other rank");
+    if (bl)
+        BATON_WARN("%s has waited %.1f s; not reached by %s%s%s%s", what, waited, behind, nthere ? "; reached by rank" : "",
+                   nthere > 1 ? "s " : nthere ? " " : "", there);
+    else
+        BATON_WARN("%s has waited %.1f s; every rank has reached it, it is still running", what, waited);
 }
 
 static void *watchdog_main(void *arg) {

@@ -5,7 +5,9 @@
 
 #include "nn/nn_impl.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+/* Not under the sanitizers: ThreadSanitizer cannot run the ifunc resolvers target_clones makes (they run
+ * during relocation, before its runtime is up), so those builds get the portable versions only. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT
