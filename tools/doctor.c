@@ -121,7 +121,11 @@ int baton_cmd_doctor(int argc, char **argv) {
     dump *d = calloc((size_t)nd, sizeof *d);
     if (!d) return 1;
     for (int i = 0; i < nd; i++)
-        if (load(argv[i + 1], &d[i]) < 0) return 2;
+        if (load(argv[i + 1], &d[i]) < 0) {
+            for (int j = 0; j < i; j++) free(d[j].e);
+            free(d);
+            return 2;
+        }
     int world = d[0].world;
     printf("baton doctor: %d dump(s), world size %d\n", nd, world);
     for (int i = 0; i < nd; i++) {
