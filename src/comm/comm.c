@@ -339,6 +339,25 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     else if ((rc = baton_options_from_env(&c->opt)) < 0)
         goto fail;
     c->algo = c->opt.algo;
+    uint64_t v;
+    const char *e = getenv("BATON_SHM_CHUNK");
+    c->shm_chunk_bytes = (size_t)1 << 20;
+    if (e && *e) {
+        if (baton__parse_size(e, BATON_SHM_STAGE_BYTES, &v) < 0 || v < 4096) {
+            rc = baton__fail(BATON_EINVAL, "BATON_SHM_CHUNK='%s' must be a size from 4K to %dK", e, BATON_SHM_STAGE_BYTES >> 10);
+            goto fail;
+        }
+        c->shm_chunk_bytes = (size_t)v;
+    }
+    e = getenv("BATON_SHM_STREAM");
+    c->shm_stream_bytes = (size_t)16 << 20;
+    if (e && *e) {
+        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
+            rc = baton__fail(BATON_EINVAL, "BATON_SHM_STREAM='%s' must be a size (e.g. 16M; 0 streams always)", e);
+            goto fail;
+        }
+        c->shm_stream_bytes = (size_t)v;
+    }
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
     c->rank = c->id.rank;

@@ -87,6 +87,8 @@ struct baton_comm {
     baton_transport *shm_tp;
     baton_transport *tcp;          /* NULL unless TCP is used */
 
+    size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
+    size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     uint64_t seq;                  /* collectives run so far */
     uint64_t small_seq;            /* small shm all-reduces so far */
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "comm/copy.h"
 #include "comm/reduce.h"
 #include "util/util.h"
 
@@ -113,11 +114,13 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
         return zero_copy_allreduce(c, reg, boff, count, dt, op, avg_div, deadline);
 
     int L = c->local_size, me = c->local_rank;
-    size_t chunk = BATON_SHM_STAGE_BYTES / esz;
+    size_t chunk = c->shm_chunk_bytes / esz;
     size_t nchunks = (count + chunk - 1) / chunk;
     const uint8_t *in = send;
     uint8_t *out = recv;
     const void *srcs[BATON_SHM_MAX_LOCAL];
+    /* Results larger than the caches go out with non-temporal stores. */
+    int stream = count * esz >= c->shm_stream_bytes;
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
         uint64_t g = c->big_chunks + k;
@@ -135,10 +138,15 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
         if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++) {
             size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
-            memcpy(out + (off + qlo) * esz, (uint8_t *)baton__shm_stage(c->shm, q, b) + qlo * esz, (qhi - qlo) * esz);
+            const uint8_t *from = (uint8_t *)baton__shm_stage(c->shm, q, b) + qlo * esz;
+            if (stream)
+                baton__copy_stream(out + (off + qlo) * esz, from, (qhi - qlo) * esz);
+            else
+                memcpy(out + (off + qlo) * esz, from, (qhi - qlo) * esz);
         }
         post(c, 3 * g + 3);
     }
+    if (stream) baton__copy_stream_fence();
     c->big_chunks += nchunks;
     return BATON_OK;
 }

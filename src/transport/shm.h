@@ -32,7 +32,7 @@ enum {
     BATON_SHM_CACHELINE = 64,
     BATON_SHM_MAX_LOCAL = 64,                  /* local ranks per node */
     BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot (8-byte header + all-reduce input) */
-    BATON_SHM_STAGE_BYTES = 512 << 10,         /* one staging buffer (a chunk of a large collective) */
+    BATON_SHM_STAGE_BYTES = 2 << 20,           /* one staging buffer (a chunk of a large collective) */
     BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring */
 };
 
