@@ -8,7 +8,10 @@
  *
  *   prog_ddp --steps 50 --batch 64 [--accum K] [--grad-dtype f32|bf16|f16] [--no-overlap] [--bucket-mb MB]
  *            [--first-bucket-mb MB] [--loss-scale none|static|dynamic] [--scale-init S] [--hidden 64,32]
- *            [--lr LR] [--samples N] [--diverge-init] [--no-zero-copy] [--out FILE] [--trace FILE] */
+ *            [--lr LR] [--samples N] [--diverge-init] [--no-zero-copy] [--out FILE] [--trace FILE]
+ *            [--fmnist] [--threads T]
+ * --fmnist trains on Fashion-MNIST (28x28) instead; rank 0 then also prints "ddp time ..." with the median
+ * step, exposed communication and samples/s (steps after the first 10), for quick measurements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,12 @@
 #include "baton/data.h"
 #include "baton/ddp.h"
 #include "baton/nn.h"
+#include "util/util.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static int fail(int rank, const char *what) {
     fprintf(stderr, "prog_ddp[rank %d]: %s: %s\n", rank, what, baton_last_error());
@@ -26,7 +35,7 @@ static int fail(int rank, const char *what) {
 int main(int argc, char **argv) {
     long steps = 50, batch = 64, accum = 1, samples = 2048;
     double lr = 0.05;
-    int diverge = 0, hidden[2] = {64, 32};
+    int diverge = 0, hidden[2] = {64, 32}, fmnist = 0, threads = 1;
     const char *out = NULL, *trace_path = NULL;
     baton_ddp_config dc = baton_ddp_defaults();
     for (int i = 1; i < argc; i++) {
@@ -54,9 +63,11 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--no-overlap")) dc.overlap = 0;
         else if (!strcmp(a, "--no-zero-copy")) dc.zero_copy = 0;
         else if (!strcmp(a, "--diverge-init")) diverge = 1;
+        else if (!strcmp(a, "--fmnist")) fmnist = 1;
+        else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
         else return fprintf(stderr, "prog_ddp: unknown argument %s\n", a), 2;
     }
-    baton_set_threads(1);
+    baton_set_threads(threads);
     baton_comm *comm;
     if (baton_init(&comm, NULL) < 0) return fail(-1, "baton_init");
     int rank = baton_comm_rank(comm), world = baton_comm_size(comm);
@@ -67,9 +78,13 @@ int main(int argc, char **argv) {
     long b = batch / world / accum;   /* per-rank micro-batch */
 
     baton_dataset ds, test;
-    if (baton_dataset_synthetic(&ds, (int)samples, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
-    if (baton_dataset_synthetic(&test, 1000, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
-    baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = 8, .in_w = 8, .classes = 10,
+    if (fmnist) {
+        if (baton_dataset_fashion_mnist(&ds, &test, NULL) < 0) return fail(rank, "dataset");
+    } else {
+        if (baton_dataset_synthetic(&ds, (int)samples, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
+        if (baton_dataset_synthetic(&test, 1000, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
+    }
+    baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = ds.h, .in_w = ds.w, .classes = 10,
                              .hidden = {hidden[0], hidden[1]}, .n_hidden = 2};
     baton_model *m;
     /* --diverge-init: every rank starts from different weights; the engine must make them rank 0's */
@@ -89,7 +104,13 @@ int main(int argc, char **argv) {
     float *x = malloc((size_t)b * ds.dim * sizeof(float));
     int32_t *y = malloc((size_t)b * sizeof(int32_t));
     long per_epoch = s.len / (b * accum), epoch = -1;
+    double *step_ms = calloc((size_t)steps, sizeof(double)), *exp_ms = calloc((size_t)steps, sizeof(double));
+    uint64_t t_start = 0;
     for (long step = 0; step < steps; step++) {
+        baton_ddp_stats st0;
+        baton_ddp_get_stats(d, &st0);
+        uint64_t t0 = baton__now_ns();
+        if (step == 10) t_start = t0;
         if (step / per_epoch != epoch) baton_dist_sampler_set_epoch(&s, epoch = step / per_epoch);
         long base = (step % per_epoch) * b * accum;
         for (long k = 0; k < accum; k++) {
@@ -104,7 +125,20 @@ int main(int argc, char **argv) {
         int skip;
         if (baton_ddp_finish(d, &skip) < 0) return fail(rank, "ddp_finish");
         if (!skip) baton_optim_step(opt, (float)lr);
+        baton_ddp_stats st1;
+        baton_ddp_get_stats(d, &st1);
+        step_ms[step] = (double)(baton__now_ns() - t0) * 1e-6;
+        exp_ms[step] = (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6;
     }
+    if (fmnist && rank == 0 && steps > 20) {
+        double secs = (double)(baton__now_ns() - t_start) * 1e-9;
+        qsort(step_ms + 10, (size_t)steps - 10, sizeof(double), cmp_double);
+        qsort(exp_ms + 10, (size_t)steps - 10, sizeof(double), cmp_double);
+        printf("ddp time world %d step_ms %.3f exposed_ms %.3f samples_per_sec %.0f\n", world,
+               step_ms[10 + (steps - 10) / 2], exp_ms[10 + (steps - 10) / 2], (double)(steps - 10) * batch / secs);
+    }
+    free(step_ms);
+    free(exp_ms);
 
     /* evaluation sharded over the ranks, counts all-reduced */
     long lo, hi;
