@@ -259,7 +259,8 @@ static void run_allreduce_matrix(allreduce_fn fn, const char *name) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
         int n = worlds[w];
-        size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001};
+        /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
+        size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
         ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
@@ -272,7 +273,7 @@ TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__all
 
 /* A few MiB with the default 256 KiB segment, 2, 3 and 4 ranks. */
 TEST_T(allreduce_large_buffers, 120) {
-    static const size_t counts[] = {(size_t)3 << 19, ((size_t)1 << 20) + 3};
+    static const size_t counts[] = {(size_t)3 << 18, ((size_t)1 << 19) + 3};   /* 3 MiB, 2 MiB of f32 */
     for (int n = 2; n <= 4; n++) {
         ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0};
         mesh m;
@@ -576,6 +577,7 @@ TEST_T(peer_closing_mid_collective_is_named, 60) {
                 th_fail(__FILE__, __LINE__, "n=%d rank %d: rc %d (%s), want EPEERDEAD", n, r, m.rc[r], m.err[r]);
             ASSERT_TRUE(m.elapsed[r] < 10.0);   /* the deadline is 30 s: the failure was noticed, not waited out */
         }
+        for (int r = 0; r < n - 1; r++) printf("    n=%d rank %d (%.3f s): %s\n", n, r, m.elapsed[r], m.err[r]);
         /* rank 0 receives from the dead rank in the ring: it names it */
         char want[32];
         snprintf(want, sizeof want, "rank %d", n - 1);
@@ -619,4 +621,66 @@ TEST(wrong_secret_is_refused) {
     ASSERT_EQ_INT(m.create_rc[0], BATON_EAUTH);   /* rank 0 refused it and names it at its deadline */
     ASSERT_CONTAINS(m.create_err[0], "rank(s) 1 never connected");
     ASSERT_CONTAINS(m.create_err[0], "claiming rank 1 failed authentication");
+}
+
+/* A stranger that claims an impossible rank (or the wrong world size) is refused with a status code and
+ * closed; the genuine rank still gets in and the mesh forms. */
+typedef struct { int fd; const char *const *addrs; uint8_t *secret; int rc; char err[512]; int got; } solo_arg;
+static void *solo_rank0(void *p) {
+    solo_arg *a = p;
+    baton_transport *t = NULL;
+    a->rc = baton__tcp_transport_create(0, 2, a->fd, a->addrs, a->secret, baton__deadline_after(20), &t);
+    if (a->rc == BATON_OK) a->rc = t->ops->sendrecv(t, -1, NULL, 0, 1, &a->got, sizeof a->got, baton__deadline_after(20));
+    snprintf(a->err, sizeof a->err, "%s", baton_last_error());
+    if (t) t->ops->close(t);
+    return NULL;
+}
+
+static uint32_t stranger(int port, uint32_t from, uint32_t to, uint32_t world) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    uint8_t hello[40] = {'B', 'T', 'N', '1', 0, 0, 0, 1};
+    uint32_t f[3] = {htonl(from), htonl(to), htonl(world)};
+    memcpy(hello + 8, f, 12);
+    ASSERT_OK(baton__write_full(fd, hello, sizeof hello));
+    uint8_t ch[56];
+    ASSERT_OK(baton__read_full(fd, ch, sizeof ch));
+    uint8_t extra;
+    ASSERT_EQ_INT(baton__read_full(fd, &extra, 1), BATON_EPEERDEAD);   /* refused, then closed */
+    close(fd);
+    uint32_t st;
+    memcpy(&st, ch + 4, 4);
+    return ntohl(st);
+}
+
+TEST(impossible_rank_claims_are_refused) {
+    int fd0, fd1, port0, port1;
+    ASSERT_OK(baton__tcp_listen("127.0.0.1", &port0, &fd0));
+    ASSERT_OK(baton__tcp_listen("127.0.0.1", &port1, &fd1));
+    char a0[64], a1[64];
+    snprintf(a0, sizeof a0, "127.0.0.1:%d", port0);
+    snprintf(a1, sizeof a1, "127.0.0.1:%d", port1);
+    const char *addrs[2] = {a0, a1};
+    uint8_t secret[32] = {7};
+    solo_arg a = {fd0, addrs, secret, 0, "", 0};
+    pthread_t th;
+    ASSERT_EQ_INT(pthread_create(&th, NULL, solo_rank0, &a), 0);
+    ASSERT_EQ_INT(stranger(port0, 0, 0, 2), 2);    /* rank 0 claiming to be rank 0: impossible source */
+    ASSERT_EQ_INT(stranger(port0, 9, 0, 2), 2);    /* beyond the world */
+    ASSERT_EQ_INT(stranger(port0, 1, 0, 5), 1);    /* wrong world size */
+    ASSERT_EQ_INT(stranger(port0, 1, 3, 2), 1);    /* meant for another rank */
+    baton_transport *t = NULL;
+    ASSERT_OK(baton__tcp_transport_create(1, 2, fd1, addrs, secret, baton__deadline_after(20), &t));
+    int x = 5;
+    ASSERT_OK(t->ops->sendrecv(t, 0, &x, sizeof x, -1, NULL, 0, baton__deadline_after(5)));
+    pthread_join(th, NULL);
+    if (a.rc < 0) th_fail(__FILE__, __LINE__, "rank 0: %s", a.err);
+    ASSERT_EQ_INT(a.got, 5);
+    t->ops->close(t);
+    close(fd0);
+    close(fd1);
 }

@@ -13,7 +13,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-enum { RUN_GRACE_MS = 3000 };   /* SIGTERM -> SIGKILL when the launcher stops its workers */
+enum {
+    RUN_GRACE_MS = 3000,   /* SIGTERM -> SIGKILL when the launcher stops its workers */
+    RUN_SETTLE_MS = 500,   /* after a worker fails, how long the others get to notice and exit on their own
+                            * (so that they can say which rank died) before the SIGTERM */
+};
 
 typedef struct {
     int len, cap;                 /* bytes buffered / capacity */
@@ -26,6 +30,7 @@ typedef struct {
     int running;                  /* not reaped yet */
     int status;                   /* wait status once reaped */
     int stopped;                  /* still running when the launcher began stopping the group */
+    uint64_t ended_ns;            /* when it was seen to end (CLOCK_MONOTONIC), 0 while running */
     int fd[2];                    /* relay pipes for stdout / stderr (--tag-output), -1 if none or closed */
     run_linebuf lb[2];
 } run_worker;

@@ -90,6 +90,7 @@ static void reap_all(run_group *g) {
             if (g->w[i].running && g->w[i].pid == pid) {
                 g->w[i].running = 0;
                 g->w[i].status = st;
+                g->w[i].ended_ns = baton__now_ns();
                 g->running--;
             }
 }
@@ -220,7 +221,7 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
     run_outcome o;
     memset(&o, 0, sizeof o);
     int stopping = 0, killed = 0;
-    uint64_t kill_at = UINT64_MAX, drain_until = 0;
+    uint64_t kill_at = UINT64_MAX, drain_until = 0, settle_until = 0;
     uint64_t next_poll = baton__now_ns() + POLL_REMOTE_MS * 1000000ull;
     struct pollfd *pfd = calloc((size_t)(2 * g->n + 1), sizeof *pfd);
     int *who = calloc((size_t)(2 * g->n + 1), sizeof *who);
@@ -249,6 +250,7 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
         }
         uint64_t wake = UINT64_MAX;
         if (stopping && !killed) wake = kill_at;
+        if (settle_until && !stopping && settle_until < wake) wake = settle_until;
         if (poll_remote && !stopping && g->running > 0 && next_poll < wake) wake = next_poll;
         if (drain_until && drain_until < wake) wake = drain_until;
         int timeout = -1;
@@ -279,14 +281,17 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
             if (pfd[k].revents) relay(&g->w[who[k] / 2], who[k] % 2);
         /* reap everything that ended, then decide: all failures seen before the stop are root causes */
         reap_all(g);
-        if (!stopping)
+        now = baton__now_ns();
+        if (!stopping && !settle_until)
             for (int i = 0; i < g->n; i++)
                 if (!g->w[i].running && failed(g->w[i].status)) {
+                    /* The others get a moment to see the failure themselves and say so. */
                     o.result = RUN_FAILED;
-                    begin_stop(g, SIGTERM, &stopping, &kill_at);
+                    settle_until = now + (uint64_t)RUN_SETTLE_MS * 1000000ull;
                     break;
                 }
-        now = baton__now_ns();
+        if (settle_until && !stopping && (now >= settle_until || g->running == 0))
+            begin_stop(g, SIGTERM, &stopping, &kill_at);
         if (poll_remote && !stopping && g->running > 0 && now >= next_poll) {
             next_poll = now + POLL_REMOTE_MS * 1000000ull;
             if (poll_remote(ctx, o.why, sizeof o.why)) {
@@ -328,13 +333,23 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
 }
 
 int run_group_report(const run_group *g, const char *prefix) {
-    int causes = 0;
+    int causes = 0, first = -1;
     char how[96];
+    /* The first failure is the likely root cause; the ones that followed it within the settle window are
+     * usually ranks that saw it (their own output says what they saw). */
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (w->stopped || !failed(w->status)) continue;
+        if (first < 0 || w->ended_ns < g->w[first].ended_ns) first = i;
+    }
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];
         if (w->stopped || !failed(w->status)) continue;
         run_describe_status(w->status, how, sizeof how);
-        fprintf(stderr, "baton run: %srank %d %s\n", prefix, w->rank, how);
+        if (i == first)
+            fprintf(stderr, "baton run: %srank %d %s%s\n", prefix, w->rank, how, " (first failure)");
+        else
+            fprintf(stderr, "baton run: %srank %d %s (after rank %d failed)\n", prefix, w->rank, how, g->w[first].rank);
         causes++;
     }
     for (int i = 0; i < g->n; i++) {

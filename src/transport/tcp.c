@@ -427,7 +427,8 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
         int k = ppoll(p, (nfds_t)np, deadline == UINT64_MAX ? NULL : &ts, NULL);
         if (k < 0 && errno != EINTR) return baton__fail(BATON_ESYS, "tcp: poll: %s", strerror(errno));
-        spun = 0;   /* data arrived (or an error): allow a fresh short spin on the next wait */
+        /* no new spin after a sleep: spinning pays off for the first wait of a small exchange, while a
+         * large transfer that keeps filling the socket buffers would only burn the CPU its peer needs */
     }
     return BATON_OK;
 }
