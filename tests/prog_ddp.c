@@ -35,7 +35,7 @@ static int fail(int rank, const char *what) {
 int main(int argc, char **argv) {
     long steps = 50, batch = 64, accum = 1, samples = 2048;
     double lr = 0.05;
-    int diverge = 0, hidden[2] = {64, 32}, fmnist = 0, threads = 1;
+    int diverge = 0, hidden[2] = {64, 64}, fmnist = 0, threads = 1;
     const char *out = NULL, *trace_path = NULL;
     baton_ddp_config dc = baton_ddp_defaults();
     for (int i = 1; i < argc; i++) {
@@ -81,8 +81,8 @@ int main(int argc, char **argv) {
     if (fmnist) {
         if (baton_dataset_fashion_mnist(&ds, &test, NULL) < 0) return fail(rank, "dataset");
     } else {
-        if (baton_dataset_synthetic(&ds, (int)samples, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
-        if (baton_dataset_synthetic(&test, 1000, 1, 8, 8, 10, 7) < 0) return fail(rank, "dataset");
+        if (baton_dataset_synthetic(&ds, (int)samples, 1, 28, 28, 10, 7) < 0) return fail(rank, "dataset");
+        if (baton_dataset_synthetic(&test, 1000, 1, 28, 28, 10, 7) < 0) return fail(rank, "dataset");
     }
     baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = ds.h, .in_w = ds.w, .classes = 10,
                              .hidden = {hidden[0], hidden[1]}, .n_hidden = 2};

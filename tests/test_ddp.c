@@ -281,14 +281,16 @@ static void assert_params_close(const char *pa, const char *pb) {
     float *a = read_params(pa, &na), *b = read_params(pb, &nb);
     ASSERT_EQ_U64(na, nb);
     double ss = 0.0, worst = 0.0;
+    size_t at = 0;
     for (size_t i = 0; i < na; i++) ss += (double)a[i] * a[i];
     double rms = sqrt(ss / (double)na);
     ASSERT_TRUE(rms > 1e-3);
     for (size_t i = 0; i < na; i++) {
         double scale = fabs(a[i]) > rms ? fabs(a[i]) : rms, rel = fabs((double)a[i] - b[i]) / scale;
-        if (rel > worst) worst = rel;
+        if (rel > worst) worst = rel, at = i;
     }
-    fprintf(stderr, "  %s vs %s: worst relative difference %.2e\n", pa, pb, worst);
+    fprintf(stderr, "  %s vs %s: worst relative difference %.2e (element %zu: %.9g vs %.9g)\n", pa, pb, worst, at,
+            a[at], b[at]);
     ASSERT_TRUE(worst <= 1e-5);
     free(a);
     free(b);
