@@ -297,7 +297,8 @@ int baton_ddp_new(baton_ddp **out, baton_comm *comm, baton_params *params, baton
         if (c.zero_copy) {
             d->shm_grad = baton_buffer_alloc(comm, n * sizeof(float));
             if (d->shm_grad) {
-                baton_params_set_grad_slab(params, d->shm_grad);
+                int moved = baton_params_set_grad_slab(params, d->shm_grad);
+                BATON_ASSERT(moved == BATON_OK);   /* the mapping is page-aligned */
             } else {
                 BATON_WARN("ddp: no shared-memory gradient slab (%s); all-reduces will stage", baton_last_error());
             }

@@ -108,9 +108,13 @@ int baton_trace_write(baton_trace *t, baton_comm *comm, const char *path) {
     int64_t *local = calloc(stride * REC, sizeof(int64_t));
     int64_t *all = calloc(stride * REC * (size_t)world, sizeof(int64_t));
     int64_t *counts = calloc((size_t)world, sizeof(int64_t));
-    if (!local || !all || !counts) {
-        rc = baton__fail(BATON_ENOMEM, "trace: out of memory for %lld spans x %d ranks", (long long)maxn, world);
-        goto out;   /* every rank gets here together only if all failed: acceptable at exit */
+    /* agree that every rank has its buffers before the gathers, so that none waits for a rank that left */
+    int32_t ok = local && all && counts, all_ok = ok;
+    if (world > 1 && (rc = baton_allreduce(comm, &ok, &all_ok, 1, BATON_I32, BATON_MIN)) < 0) goto out;
+    if (!all_ok) {
+        rc = baton__fail(BATON_ENOMEM, "trace: out of memory for %lld spans x %d ranks (on this or another rank)",
+                         (long long)maxn, world);
+        goto out;
     }
     size_t j = 0;
     for (int k = 0; k < NTRACKS; k++)
