@@ -136,11 +136,14 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
         if ((rc = wait_free(c, g, deadline)) < 0) return rc;
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
-        memcpy(mine, in + off * esz, m * esz);
+        /* Stage the slices the other ranks reduce; my own slice I read from my input directly. */
+        size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
+        memcpy(mine, in + off * esz, lo * esz);
+        memcpy(mine + hi * esz, in + (off + hi) * esz, (m - hi) * esz);
         post(c, 3 * g + 1);
         if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
-        size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
-        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
+        for (int q = 0; q < L; q++)
+            srcs[q] = q == me ? in + (off + lo) * esz : (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
         baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
         post(c, 3 * g + 2);
         if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
