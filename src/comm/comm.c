@@ -291,10 +291,17 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
  * outnumber the CPUs), for every thread of the process (OpenBLAS's pool exists already). Ranks that share
  * a core, or that migrate, spin on each other's flags in vain. BATON_BIND=none leaves placement alone;
  * auto (the default) also leaves it alone when something (mpirun, taskset, cgroups) already restricted it. */
+static int bind_mode(const char **mode) {
+    *mode = getenv("BATON_BIND");
+    if (*mode && **mode && strcmp(*mode, "auto") && strcmp(*mode, "core") && strcmp(*mode, "none"))
+        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", *mode);
+    return BATON_OK;
+}
+
 static int bind_cpus(baton_comm *c) {
-    const char *mode = getenv("BATON_BIND");
-    if (mode && *mode && strcmp(mode, "auto") && strcmp(mode, "core") && strcmp(mode, "none"))
-        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", mode);
+    const char *mode;
+    int rc = bind_mode(&mode);
+    if (rc < 0) return rc;
     if (mode && !strcmp(mode, "none")) return BATON_OK;
     int forced = mode && !strcmp(mode, "core");
     cpu_set_t cur;
@@ -364,6 +371,8 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     }
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
+    const char *bind;
+    if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
     c->world = c->id.world;
     baton__log_set_rank(c->rank);
