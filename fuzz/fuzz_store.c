@@ -272,7 +272,18 @@ static int ss_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(fd >= 0, "socket: %s", strerror(errno));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(0x7f000001)};
-    FUZZ_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (rc != 0 && errno == EINTR) {   /* libFuzzer's timer signal: the connect goes on; wait for it */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        while (poll(&p, 1, 10000) < 0 && errno == EINTR) {
+        }
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        rc = err ? -1 : 0;
+        errno = err;
+    }
+    FUZZ_CHECK(rc == 0, "connect: %s", strerror(errno));
     return fd;
 }
 
