@@ -513,7 +513,7 @@ static void bidir_body(mesh *m, int rank, baton_transport *t) {
     ASSERT_TRUE(s && r);
     for (size_t i = 0; i < bytes; i += 4096) s[i] = (uint8_t)(i / 4096 + (size_t)rank);
     int peer = 1 - rank;
-    ASSERT_OK(t->ops->sendrecv(t, peer, s, bytes, peer, r, bytes, baton__deadline_after(60)));
+    ASSERT_OK(t->ops->sendrecv(t, peer, s, bytes, peer, r, bytes, baton__deadline_after(60), NULL));
     for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ_INT(r[i], (uint8_t)(i / 4096 + (size_t)peer));
     free(s);
     free(r);
@@ -630,7 +630,7 @@ static void *solo_rank0(void *p) {
     solo_arg *a = p;
     baton_transport *t = NULL;
     a->rc = baton__tcp_transport_create(0, 2, a->fd, a->addrs, a->secret, baton__deadline_after(20), &t);
-    if (a->rc == BATON_OK) a->rc = t->ops->sendrecv(t, -1, NULL, 0, 1, &a->got, sizeof a->got, baton__deadline_after(20));
+    if (a->rc == BATON_OK) a->rc = t->ops->sendrecv(t, -1, NULL, 0, 1, &a->got, sizeof a->got, baton__deadline_after(20), NULL);
     snprintf(a->err, sizeof a->err, "%s", baton_last_error());
     if (t) t->ops->close(t);
     return NULL;
@@ -676,7 +676,7 @@ TEST(impossible_rank_claims_are_refused) {
     baton_transport *t = NULL;
     ASSERT_OK(baton__tcp_transport_create(1, 2, fd1, addrs, secret, baton__deadline_after(20), &t));
     int x = 5;
-    ASSERT_OK(t->ops->sendrecv(t, 0, &x, sizeof x, -1, NULL, 0, baton__deadline_after(5)));
+    ASSERT_OK(t->ops->sendrecv(t, 0, &x, sizeof x, -1, NULL, 0, baton__deadline_after(5), NULL));
     pthread_join(th, NULL);
     if (a.rc < 0) th_fail(__FILE__, __LINE__, "rank 0: %s", a.err);
     ASSERT_EQ_INT(a.got, 5);

@@ -12,6 +12,38 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
     return pa < pb + blen && pb < pa + alen;
 }
 
+/* What a reduce-scatter step does with each piece of the incoming partial as it arrives. */
+typedef struct {
+    uint8_t *d;           /* where this step's partial for the received chunk goes */
+    const uint8_t *in;    /* the receive buffer: d itself (direct) or the scratch */
+    const uint8_t *m;     /* this rank's own input for the received chunk */
+    baton_dtype dt;
+    baton_op op;
+    size_t esz, wsz, xsz; /* element bytes: user dtype, partial (f32 for 16-bit), on the wire this step */
+    int is16, first, direct;
+} rs_step;
+
+/* Elements [lo, hi) of the incoming partial are complete: combine them with this rank's input. */
+static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
+    const rs_step *st = ctx;
+    size_t lo = lo_b / st->xsz, n = hi_b / st->xsz - lo;
+    uint8_t *d = st->d + lo * st->wsz;
+    const uint8_t *m = st->m + lo * st->esz;
+    if (st->is16) {
+        if (st->first) { /* d = widen(left's raw values), then d op= widen(mine) */
+            const uint16_t *raw = (const uint16_t *)st->in + lo;
+            if (st->dt == BATON_F16) baton__f16_to_f32((float *)d, raw, n);
+            else baton__bf16_to_f32((float *)d, raw, n);
+        }
+        baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, n, st->dt, st->op);
+    } else if (st->direct) {
+        baton__reduce(d, m, n, st->dt, st->op);
+    } else {
+        const void *srcs[2] = {st->in + lo * st->wsz, m};
+        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, 0);
+    }
+}
+
 /* The reduce-scatter phase. count elements of `mine` are split into n chunks (baton__chunk). At step s
  * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from its left,
  * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
@@ -20,9 +52,11 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
  * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
  * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
  * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
- * and f32 partials from step 1 on. Each received segment
- * is reduced before the next one is requested, so the reduction runs while the kernel's socket buffers
- * keep the link busy. */
+ * and f32 partials from step 1 on.
+ *
+ * Each step is one message each way. Everything a step sends is ready when it starts (raw input, or the
+ * previous step's partial), so the whole chunk streams out while the incoming one is combined segment by
+ * segment as it lands (baton_recv_progress): the link never waits for the reduction. */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
                    uint8_t *acc, uint8_t *out, const char *what) {
     const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
@@ -35,10 +69,10 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
     uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL;
     int rc = BATON_OK;
     if (!acc) {
-        pp[0] = malloc(maxlen * wsz);
-        pp[1] = malloc(maxlen * wsz);
+        pp[0] = malloc(maxlen * wsz + 1);
+        pp[1] = malloc(maxlen * wsz + 1);
     }
-    tmp = malloc(seg * wsz);
+    tmp = malloc(maxlen * wsz + 1);
     if ((!acc && (!pp[0] || !pp[1])) || !tmp) {
         rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
         goto done;
@@ -56,29 +90,12 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
         const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
         const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
-        size_t nseg = ((slen > rlen ? slen : rlen) + seg - 1) / seg;
-        for (size_t k = 0; k < nseg; k++) {
-            size_t b = k * seg;
-            size_t sn = b < slen ? (slen - b < seg ? slen - b : seg) : 0;
-            size_t rn = b < rlen ? (rlen - b < seg ? rlen - b : seg) : 0;
-            uint8_t *d = dst + b * wsz;
-            const uint8_t *m = mine + (roff + b) * esz;
-            rc = baton__gsendrecv(g, right, src + b * xsz, sn * xsz, left, direct ? d : tmp, rn * xsz, what);
-            if (rc < 0) goto done;
-            if (rn == 0) continue;
-            if (is16) {
-                if (s == 0) {   /* d = widen(left's raw values), then d op= widen(mine) */
-                    if (dt == BATON_F16) baton__f16_to_f32((float *)d, (const uint16_t *)tmp, rn);
-                    else baton__bf16_to_f32((float *)d, (const uint16_t *)tmp, rn);
-                }
-                baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, dt, op);
-            } else if (direct) {
-                baton__reduce(d, m, rn, dt, op);
-            } else {
-                const void *srcs[2] = {tmp, m};
-                baton__reduce_n(d, srcs, 2, rn, dt, op, 0);
-            }
-        }
+        rs_step st = {.d = dst, .in = direct ? dst : tmp, .m = mine + roff * esz, .dt = dt, .op = op, .esz = esz,
+                      .wsz = wsz, .xsz = xsz, .is16 = is16, .first = s == 0, .direct = direct};
+        baton_recv_progress prog = {.unit = seg * xsz, .fn = rs_combine, .ctx = &st};
+        rc = baton__gsendrecv_cb(g, right, src, slen * xsz, left, direct ? dst : tmp, rlen * xsz,
+                                 rlen ? &prog : NULL, what);
+        if (rc < 0) goto done;
     }
     {
         size_t ooff, olen;

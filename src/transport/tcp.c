@@ -366,7 +366,7 @@ static int io_error(int peer, int err, const char *what) {
 }
 
 static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
-                        size_t rbytes, uint64_t deadline) {
+                        size_t rbytes, uint64_t deadline, const baton_recv_progress *progress) {
     tcp_transport *t = (tcp_transport *)bt;
     int world = bt->world;
     if (speer < 0 || sbytes == 0) { speer = -1; sbytes = 0; }
@@ -376,6 +376,8 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     if (speer == bt->rank || rpeer == bt->rank) {
         if (speer == rpeer && sbytes == rbytes) {   /* a message to oneself */
             if (rbuf != sbuf) memmove(rbuf, sbuf, rbytes);
+            size_t reported = 0;
+            baton__progress(progress, &reported, rbytes, rbytes);
             return BATON_OK;
         }
         return baton__fail(BATON_EINVAL, "tcp: rank %d cannot send to / receive from itself here", bt->rank);
@@ -393,7 +395,7 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     enum { FRAME_BOUNCE = 4096 };
     const baton_coll_desc *desc = (const baton_coll_desc *)bt->desc;
     uint8_t shdr[BATON_FRAME_BYTES], bounce[BATON_FRAME_BYTES + FRAME_BOUNCE];
-    size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0;
+    size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0, reported = 0;
     int rhdr_ok = 1;
     if (desc && sbytes) {
         baton__frame_encode(shdr, desc, sbytes);
@@ -432,6 +434,7 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
                     rhdr_ok = 1;
                     rdone = rb_len - BATON_FRAME_BYTES;
                     memcpy(rp, bounce + BATON_FRAME_BYTES, rdone);
+                    baton__progress(progress, &reported, rdone, rbytes);
                 }
             } else if (k == 0) {
                 return baton__fail(BATON_EPEERDEAD, "rank %d closed its connection (0 of %zu bytes received)", rpeer,
@@ -441,7 +444,11 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
             }
         } else if (rdone < rbytes) {
             ssize_t k = recv(rfd, rp + rdone, rbytes - rdone, MSG_DONTWAIT);
-            if (k > 0) { rdone += (size_t)k; progressed = 1; }
+            if (k > 0) {
+                rdone += (size_t)k;
+                progressed = 1;
+                baton__progress(progress, &reported, rdone, rbytes);
+            }
             else if (k == 0)
                 return baton__fail(BATON_EPEERDEAD, "rank %d closed its connection (%zu of %zu bytes received)",
                                    rpeer, rdone, rbytes);

@@ -9,7 +9,7 @@
  *   baton_transport *t;
  *   rc = baton__tcp_transport_create(rank, world, fd, addrs, secret, deadline, &t);
  *   close(fd);                                                         // the caller owns the listener
- *   ... t->ops->sendrecv(t, speer, sbuf, sbytes, rpeer, rbuf, rbytes, deadline) ...
+ *   ... t->ops->sendrecv(t, speer, sbuf, sbytes, rpeer, rbuf, rbytes, deadline, NULL) ...
  *   t->ops->close(t);                                                  // closes every socket, frees t
  *
  * Connection scheme: rank i connects to every rank j < i (in increasing j) and then accepts one connection
