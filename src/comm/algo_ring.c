@@ -31,6 +31,7 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
     size_t seg = baton__segment(g) / wsz;
     if (seg == 0) seg = 1;
     size_t maxlen = count / (size_t)n + (count % (size_t)n ? 1 : 0);
+    if (seg > maxlen) seg = maxlen;   /* maxlen >= 1: count >= 1 */
     BATON_ASSERT(!(acc && is16));
     uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL;
     int rc = BATON_OK;
