@@ -4,6 +4,7 @@
  * by the world size, larger than a staging chunk / pipeline segment x all dtypes x all ops x in place and
  * out of place x algorithms x shm and tcp; plus 64 MiB on 2 ranks. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "harness.h"
 
@@ -38,3 +39,106 @@ TEST_T(big_64mib_2_ranks_shm, 300) {
 TEST_T(big_64mib_2_ranks_tcp, 300) {
     run_matrix(2, "BATON_TRANSPORT=tcp", "--colls allreduce --counts 1 --dtypes f32 --ops sum --big", 280);
 }
+
+/* A port nobody listens on right now (the store of node 0 binds it a moment later). */
+static int free_port(void) {
+    char *out = NULL;
+    th_run("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'", 10,
+           &out, NULL);
+    int port = out ? atoi(out) : 0;
+    free(out);
+    return port;
+}
+
+/* Two launchers on this machine are two nodes: shared memory inside each, TCP between them, and the
+ * hierarchical all-reduce. */
+static void two_nodes(int per_node, const char *args) {
+    int port = free_port();
+    ASSERT_TRUE(port > 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "export BATON_SECRET=$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n'); "
+             "%s run -n %d --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s & "
+             "%s run -n %d --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s; a=$?; wait $!; b=$?; "
+             "exit $((a + b))",
+             th_baton(), per_node, port, th_build_dir(), args, th_baton(), per_node, port, th_build_dir(), args);
+    char *out = NULL;
+    int rc = th_run(cmd, 250, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n--- exit %d, output:\n%s\n", cmd, rc, out ? out : "");
+    ASSERT_EQ_INT(rc, 0);
+    int passed = 0;
+    for (const char *p = out; (p = strstr(p, "checks passed")); p++) passed++;
+    ASSERT_EQ_INT(passed, 2 * per_node);
+    free(out);
+}
+
+TEST_T(two_nodes_2x2_hierarchical, 300) { two_nodes(2, "--algos auto,hier,ring,rd --counts 0,1,13,37W+1,70001"); }
+TEST_T(two_nodes_2x1, 300) { two_nodes(1, "--algos auto,hier --counts 0,1,13,37W+1,70001"); }
+
+/* baton bench -c 1 checks every element on every rank: a clean run reports 0 wrong for every row. */
+TEST_T(bench_check_counts_no_wrong_elements, 200) {
+    static const char *cases[] = {
+        "allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 -d bf16 -o avg --csv",
+        "allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 -d i64 -o prod --csv --buffers both",
+        "allgather -b 64 -e 1M -f 16 -n 3 -w 1 -c 1 -d f16 --csv",
+        "reducescatter -b 64 -e 1M -f 16 -n 3 -w 1 -c 1 -d f64 -o max --csv",
+        "broadcast -b 8 -e 1M -f 16 -n 3 -w 1 -c 1 -r 2 --csv",
+        "allreduce -b 8 -e 1M -f 16 -n 3 -w 1 -c 1 --transport tcp --csv",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s run -n 3 -- %s bench %s", th_baton(), th_baton(), cases[i]);
+        int rc = th_run(cmd, 60, &out, NULL);
+        if (rc != 0) fprintf(stderr, "%s\n%s\n", cmd, out);
+        ASSERT_EQ_INT(rc, 0);
+        int rows = 0;
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strncmp(line, "size,", 5) || strchr(line, ',') == NULL) continue;
+            const char *last = strrchr(line, ',');
+            ASSERT_STR_EQ(last + 1, "0");
+            rows++;
+        }
+        ASSERT_TRUE(rows >= 2);
+        free(out);
+    }
+}
+
+static int count_lines_with(const char *text, const char *a, const char *b) {
+    int n = 0;
+    const char *p = text;
+    while (p && *p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1), p);
+        if (strstr(line, a) && (!b || strstr(line, b))) n++;
+        p = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+/* A rank killed in the middle of a collective is named by the survivors themselves (not only by the
+ * launcher), who fail fast. min_naming: how many survivors must name rank 2 in their own error. */
+static void kill_one(const char *env, const char *size, int min_naming, int after_s) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s %s run -n 4 -- sh -c 'if [ $BATON_RANK = 2 ]; then (sleep %d; kill -9 $$) & fi; "
+             "exec %s bench allreduce -b %s -e %s -n 100000 -w 1 --min-time 60'",
+             env, th_baton(), after_s, th_baton(), size, size);
+    double el = 0;
+    int rc = th_run(cmd, 60, &out, &el);
+    if (rc == 0) fprintf(stderr, "%s\n%s\n", cmd, out);
+    ASSERT_NE_INT(rc, 0);
+    ASSERT_CONTAINS(out, "baton run: rank 2 killed by signal 9 (SIGKILL) (first failure)");
+    int naming = count_lines_with(out, "baton bench: rank", "rank 2 ");
+    if (naming < min_naming) fprintf(stderr, "%s\n", out);
+    ASSERT_TRUE(naming >= min_naming);
+    ASSERT_TRUE(el < 15);
+    free(out);
+}
+
+/* shared memory: every survivor sees the death (liveness check or the abort word carrying the cause) */
+TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1); }
+TEST_T(killed_rank_is_named_shm_256m, 60) { kill_one("", "256M", 3, 4); }
+/* tcp: the ranks connected to it name it; the others may see a neighbour close first */
+TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1); }

@@ -434,6 +434,34 @@ TEST(reduce_n_dst_may_alias_any_source) {
     }
 }
 
+/* Outputs at least BATON_REDUCE_NT_BYTES long go through streaming stores after an aligned head. */
+TEST(reduce_n_streaming_stores_give_the_same_bits) {
+    setenv("BATON_REDUCE_NT_BYTES", "256", 1);  /* read on first use in this forked child */
+    enum { N = 3001 };
+    for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++) {
+        size_t es = esize((baton_dtype)dt);
+        char *src[3], *want = xalloc(N * es), *got = xalloc(N * es + 64);
+        for (int k = 0; k < 3; k++) src[k] = xalloc(N * es);
+        for (int op = 0; op < BATON_OP_COUNT; op++)
+            for (int nsrc = 2; nsrc <= 3; nsrc++)
+                for (size_t doff = 0; doff < 4; doff++) {
+                    const void *srcs[3];
+                    for (int k = 0; k < nsrc; k++) { fill((baton_dtype)dt, src[k], N); srcs[k] = src[k]; }
+                    size_t n = N - doff * 7;
+                    ref_reduce_n((baton_dtype)dt, (baton_op)op, want, srcs, nsrc, n, op == BATON_AVG ? nsrc : 0);
+                    for (size_t p = 0; p < 3; p++) {
+                        if (!use_isa(ISAS[p])) continue;
+                        baton__reduce_n(got + doff * es, srcs, nsrc, n, (baton_dtype)dt, (baton_op)op,
+                                        op == BATON_AVG ? nsrc : 0);
+                        expect_same((baton_dtype)dt, (baton_op)op, ISAS[p], got + doff * es, want, n, "reduce_n nt", __LINE__);
+                    }
+                }
+        for (int k = 0; k < 3; k++) free(src[k]);
+        free(want);
+        free(got);
+    }
+}
+
 TEST(reduce_n_avg_div_rounds_once_and_truncates_integers) {
     for (size_t p = 0; p < 3; p++) {
         if (!use_isa(ISAS[p])) continue;

@@ -4,7 +4,7 @@
  * (sizes and bus bandwidth as nccl-tests defines them: allreduce busbw = algbw x 2(n-1)/n, allgather and
  * reduce-scatter x (n-1)/n, broadcast x 1; size is the largest buffer: allgather's output, reduce-scatter's
  * input). time_us is the slowest rank's mean over the timed iterations. Each size runs max(-n, as many as
- * fill 20 ms) iterations after -w warm-up ones, all ranks agreeing on the count.
+ * fill 20 ms) iterations after -w warm-up ones, all ranks agreeing on the count (see bench_size).
  * -c 1 fills fresh integer-valued data before every iteration and checks every element of every result on
  * every rank against a closed-form reference (16-bit types: the exact value rounded once); `wrong` counts
  * the mismatches over all ranks and iterations. */
@@ -262,27 +262,32 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     int rank = baton_comm_rank(c), n = baton_comm_size(c), rc;
     long wrong = 0;
     fill(o, rank, n, b, count, 0);
-    uint64_t t0 = baton__now_ns();
-    for (long i = 0; i < o->warmup; i++) {
-        if (o->check) fill(o, rank, n, b, count, i);
+    long it = 0;
+    for (long i = 0; i < o->warmup; i++, it++) {
+        if (o->check) fill(o, rank, n, b, count, it);
         if ((rc = run_once(c, o, b, count)) < 0) return rc;
-        if (o->check) wrong += check(o, rank, n, b, count, i);
+        if (o->check) wrong += check(o, rank, n, b, count, it);
     }
-    /* Agree on the iteration count from the slowest rank's warm-up pace. */
-    double per = o->warmup ? (double)(baton__now_ns() - t0) / 1e9 / (double)o->warmup : 0, maxper;
-    if ((rc = baton_allreduce(c, &per, &maxper, 1, BATON_F64, BATON_MAX)) < 0) return rc;
+    /* Timed runs of -n iterations; while one is shorter than --min-time, the next one is sized from its
+     * pace (the slowest rank's, so every rank agrees on the count). The last run is reported. */
     long iters = o->iters;
-    if (maxper > 0 && o->min_time_s / maxper > (double)iters) iters = (long)ceil(o->min_time_s / maxper);
-    if (iters > 10000000) iters = 10000000;
-    if ((rc = baton_barrier(c)) < 0) return rc;
-    t0 = baton__now_ns();
-    for (long i = 0; i < iters; i++) {
-        if (o->check) fill(o, rank, n, b, count, o->warmup + i);
-        if ((rc = run_once(c, o, b, count)) < 0) return rc;
-        if (o->check) wrong += check(o, rank, n, b, count, o->warmup + i);
+    double tmax = 0;
+    for (int round = 0; round < 3; round++) {
+        if ((rc = baton_barrier(c)) < 0) return rc;
+        uint64_t t0 = baton__now_ns();
+        for (long i = 0; i < iters; i++, it++) {
+            if (o->check) fill(o, rank, n, b, count, it);
+            if ((rc = run_once(c, o, b, count)) < 0) return rc;
+            if (o->check) wrong += check(o, rank, n, b, count, it);
+        }
+        double t = (double)(baton__now_ns() - t0) / 1e9;
+        if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
+        if (tmax >= o->min_time_s || iters >= 10000000) break;
+        double per = tmax / (double)iters;
+        long want = per > 0 ? (long)ceil(o->min_time_s * 1.1 / per) : iters * 100;
+        iters = want > iters ? (want < 10000000 ? want : 10000000) : iters * 2;
     }
-    double t = (double)(baton__now_ns() - t0) / 1e9 / (double)iters, tmax;
-    if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
+    tmax /= (double)iters;
     int64_t w = wrong, wsum;
     if ((rc = baton_allreduce(c, &w, &wsum, 1, BATON_I64, BATON_SUM)) < 0) return rc;
     *time_s = tmax;

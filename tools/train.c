@@ -61,17 +61,20 @@ static int bad(const char *flag, const char *why) {
 }
 
 static int parse_list(const char *flag, const char *s, int *out, int *n) {
-    char buf[256];
-    if (strlen(s) >= sizeof buf) return bad(flag, "list too long");
-    snprintf(buf, sizeof buf, "%s", s);
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long v;
+    for (const char *p = s;;) {   /* comma-separated positive integers, no empty entries */
+        char tok[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof tok) return bad(flag, "expects a comma-separated list such as 1024,1024");
         if (*n == BATON_MAX_LAYERS) return bad(flag, "too many entries (at most 8)");
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        long v;
         if (baton__parse_long(tok, 1, 65536, &v) < 0) return bad(flag, baton_last_error());
         out[(*n)++] = (int)v;
+        if (!p[len]) return 0;
+        p += len + 1;
     }
-    return *n ? 0 : bad(flag, "empty list");
 }
 
 static int parse_args(int argc, char **argv, train_opts *o) {

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "baton/status.h"
+
 typedef struct {
     int n;              /* samples */
     int c, h, w;        /* image shape (1, 28, 28) */

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "baton/status.h"
+
 /* ---- random numbers ---------------------------------------------------------------------------------- */
 /* xoshiro256** with an explicit state, so a checkpoint can save it (4 x u64). */
 typedef struct {

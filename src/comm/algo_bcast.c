@@ -30,13 +30,22 @@ static int bcast_binomial(const baton_group *g, uint8_t *buf, size_t bytes, int 
 }
 
 /* Chain root -> root+1 -> ... in segments: a middle rank forwards segment k-1 while it receives segment k,
- * so every link is busy and the time is about (bytes + (n-2) * segment) / bandwidth. */
+ * so every link is busy and the time is about (bytes + (n-2) * segment) / bandwidth. Every link carries
+ * the same sequence of segment-sized messages (the root and the tail too), so that each send matches one
+ * receive: the transports frame and check every message (transport/frame.h). */
 static int bcast_chain(const baton_group *g, uint8_t *buf, size_t bytes, int root) {
     const int n = g->n, vr = baton__mod(g->me - root, n);
     const int next = vr + 1 < n ? baton__mod(g->me + 1, n) : -1, prev = vr > 0 ? baton__mod(g->me - 1, n) : -1;
-    if (prev < 0) return baton__gsendrecv(g, next, buf, bytes, -1, NULL, 0, "broadcast (chain)");
-    if (next < 0) return baton__gsendrecv(g, -1, NULL, 0, prev, buf, bytes, "broadcast (chain)");
     const size_t seg = baton__segment(g), nseg = (bytes + seg - 1) / seg;
+    if (prev < 0 || next < 0) {
+        for (size_t k = 0; k < nseg; k++) {
+            size_t off = k * seg, len = bytes - off < seg ? bytes - off : seg;
+            int rc = prev < 0 ? baton__gsendrecv(g, next, buf + off, len, -1, NULL, 0, "broadcast (chain)")
+                              : baton__gsendrecv(g, -1, NULL, 0, prev, buf + off, len, "broadcast (chain)");
+            if (rc < 0) return rc;
+        }
+        return BATON_OK;
+    }
     for (size_t k = 0; k <= nseg; k++) {
         size_t so = (k - 1) * seg, ro = k * seg;
         size_t sn = k == 0 ? 0 : (bytes - so < seg ? bytes - so : seg);

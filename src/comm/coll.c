@@ -21,8 +21,6 @@
 
 enum { RD_MAX_BYTES = 64 << 10 };  /* TCP: recursive doubling up to here, ring above */
 
-static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
-
 static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadline) {
     baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline};
     return g;
@@ -158,15 +156,28 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
     return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
 }
 
-/* Runs one collective now (caller holds exec_mu). A failure breaks the communicator for good. */
+/* Runs one collective now (on the user's thread when nothing is queued, else on the comm thread).
+ * A failure breaks the communicator for good. */
 int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->broken) return baton__fail(BATON_ECANCELED, "communicator unusable after an earlier failure: %s", c->broken_reason);
     uint64_t deadline = baton__deadline_after(c->opt.timeout_s);
-    c->seq++;
+    /* Every collective says what it is before it touches anything shared (see transport/frame.h). */
+    baton_coll_desc desc = {.seq = ++c->seq, .count = a->count, .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dt,
+                            .op = (uint8_t)a->op, .root = a->root};
+    if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
+    if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
+    c->desc = &desc;
+    if (c->shm) baton__shm_announce(c->shm, &desc);
+    if (c->tcp) c->tcp->desc = &desc;
+    if (c->shm_tp) c->shm_tp->desc = &desc;
     int rc = exec_one(c, a, deadline);
+    if (c->tcp) c->tcp->desc = NULL;
+    if (c->shm_tp) c->shm_tp->desc = NULL;
+    c->desc = NULL;
     if (rc < 0) {
-        baton__fail_ctx(rc, "%s #%llu (%zu x %s, %s): ", coll_names[a->kind], (unsigned long long)c->seq, a->count,
-                        baton_dtype_name(a->dt), baton_op_name(a->op));
+        char what[128];
+        baton__desc_format(&desc, what, sizeof what);
+        baton__fail_ctx(rc, "%s: ", what);
         c->broken = 1;
         snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
         if (c->shm) baton__shm_abort(c->shm, c->broken_reason);
@@ -202,16 +213,14 @@ static void *comm_thread(void *arg) {
         c->head = w->next;
         if (!c->head) c->tail = NULL;
         pthread_mutex_unlock(&c->mu);
-        pthread_mutex_lock(&c->exec_mu);
         int rc = baton__coll_exec(c, &w->args);
         char detail[512];
         snprintf(detail, sizeof detail, "%s", baton_last_error());
-        pthread_mutex_unlock(&c->exec_mu);
         pthread_mutex_lock(&c->mu);
         w->status = rc;
         if (rc < 0) snprintf(c->broken_reason, sizeof c->broken_reason, "%s", detail);
         w->done = 1;
-        c->pending--;
+        __atomic_fetch_sub(&c->pending, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -237,7 +246,7 @@ static int enqueue(baton_comm *c, const coll_args *a, baton_work **out) {
     else
         c->head = w;
     c->tail = w;
-    c->pending++;
+    __atomic_fetch_add(&c->pending, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     *out = w;
@@ -282,15 +291,9 @@ void baton__async_stop(baton_comm *c) {
 
 /* Blocking calls run inline when nothing is queued, else behind the queued work (issue order). */
 static int run_blocking(baton_comm *c, const coll_args *a) {
-    pthread_mutex_lock(&c->mu);
-    int idle = c->pending == 0;
-    pthread_mutex_unlock(&c->mu);
-    if (idle) {
-        pthread_mutex_lock(&c->exec_mu);
-        int rc = baton__coll_exec(c, a);
-        pthread_mutex_unlock(&c->exec_mu);
-        return rc;
-    }
+    /* pending is raised only by this (the user's) thread and dropped by the comm thread after its work
+     * is done (release), so 0 here (acquire) means the comm thread is idle and its writes are visible. */
+    if (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE) == 0) return baton__coll_exec(c, a);
     baton_work *w;
     int rc = enqueue(c, a, &w);
     return rc < 0 ? rc : baton_wait(w);

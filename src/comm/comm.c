@@ -1,6 +1,8 @@
 /* comm.c: building and freeing a communicator: options, identity, the rendezvous store, the topology
  * (which ranks share a node), and the transports; plus accessors and dtype / op / algorithm names. */
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,7 @@ static int connect_store(baton_comm *c, baton_store_plan *plan) {
                              &c->store);
     if (rc < 0) return baton__fail_ctx(rc, "cannot join the store at %s:%d: ", plan->host, plan->port);
     memcpy(c->secret, plan->secret, sizeof c->secret);
+    snprintf(c->store_host, sizeof c->store_host, "%s", plan->host);
     return BATON_OK;
 }
 
@@ -278,8 +281,48 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
     return baton__shm_transport_create(c->shm, c->rank, c->world, c->g2l, &c->shm_tp);
 }
 
+/* ---- binding ---------------------------------------------------------------------------------------- */
+
+/* Gives local rank r its own share of the CPUs (ncpu / local_size each, or round-robin when the ranks
+ * outnumber the CPUs), for every thread of the process (OpenBLAS's pool exists already). Ranks that share
+ * a core, or that migrate, spin on each other's flags in vain. BATON_BIND=none leaves placement alone;
+ * auto (the default) also leaves it alone when something (mpirun, taskset, cgroups) already restricted it. */
+static int bind_cpus(baton_comm *c) {
+    const char *mode = getenv("BATON_BIND");
+    if (mode && *mode && strcmp(mode, "auto") && strcmp(mode, "core") && strcmp(mode, "none"))
+        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", mode);
+    if (mode && !strcmp(mode, "none")) return BATON_OK;
+    int forced = mode && !strcmp(mode, "core");
+    cpu_set_t cur;
+    if (sched_getaffinity(0, sizeof cur, &cur) != 0) return BATON_OK;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int avail[CPU_SETSIZE], navail = 0;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &cur)) avail[navail++] = i;
+    if (!forced && navail < online) return BATON_OK; /* someone else placed us */
+    if (navail < 1 || c->local_size < 2) return BATON_OK;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (c->local_size <= navail) {
+        int k = navail / c->local_size;
+        for (int i = 0; i < k; i++) CPU_SET(avail[c->local_rank * k + i], &set);
+    } else {
+        CPU_SET(avail[c->local_rank % navail], &set);
+    }
+    DIR *d = opendir("/proc/self/task");
+    if (!d) {
+        sched_setaffinity(0, sizeof set, &set);
+        return BATON_OK;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set);
+    closedir(d);
+    return BATON_OK;
+}
+
 static int init_async(baton_comm *c) {
-    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) || pthread_mutex_init(&c->exec_mu, NULL))
+    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL))
         return baton__fail(BATON_ESYS, "cannot initialize the communicator's locks");
     return BATON_OK;
 }
@@ -296,6 +339,25 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     else if ((rc = baton_options_from_env(&c->opt)) < 0)
         goto fail;
     c->algo = c->opt.algo;
+    uint64_t v;
+    const char *e = getenv("BATON_SHM_CHUNK");
+    c->shm_chunk_bytes = (size_t)1 << 20;
+    if (e && *e) {
+        if (baton__parse_size(e, BATON_SHM_STAGE_BYTES, &v) < 0 || v < 4096) {
+            rc = baton__fail(BATON_EINVAL, "BATON_SHM_CHUNK='%s' must be a size from 4K to %dK", e, BATON_SHM_STAGE_BYTES >> 10);
+            goto fail;
+        }
+        c->shm_chunk_bytes = (size_t)v;
+    }
+    e = getenv("BATON_SHM_STREAM");
+    c->shm_stream_bytes = (size_t)16 << 20;
+    if (e && *e) {
+        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
+            rc = baton__fail(BATON_EINVAL, "BATON_SHM_STREAM='%s' must be a size (e.g. 16M; 0 streams always)", e);
+            goto fail;
+        }
+        c->shm_stream_bytes = (size_t)v;
+    }
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
     c->rank = c->id.rank;
@@ -313,6 +375,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
     if ((rc = connect_store(c, &plan)) < 0) goto fail;
     if ((rc = exchange(c, deadline)) < 0) goto fail;
+    if ((rc = bind_cpus(c)) < 0) goto fail;
     if (c->opt.transport == BATON_TRANSPORT_SHM && c->nnodes > 1) {
         rc = baton__fail(BATON_EINVAL, "--transport shm needs every rank on one node, but the job spans %d nodes "
                                        "(use auto or tcp)", c->nnodes);
@@ -351,6 +414,5 @@ void baton_comm_free(baton_comm *c) {
     free(c->local_ranks);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->exec_mu);
     free(c);
 }

@@ -8,6 +8,7 @@
 
 #include "baton/comm.h"
 #include "rendezvous/store.h"
+#include "transport/frame.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -79,6 +80,7 @@ struct baton_comm {
     baton_transport_kind transport;/* SHM: one node; TCP: forced or across nodes */
     char job_id[64];
     uint8_t secret[BATON_STORE_SECRET_BYTES]; /* the job's secret (store and TCP handshakes) */
+    char store_host[256];          /* where the store is (to find this host's address across nodes) */
 
     baton_store_server *store_server;
     baton_store *store;
@@ -86,7 +88,10 @@ struct baton_comm {
     baton_transport *shm_tp;
     baton_transport *tcp;          /* NULL unless TCP is used */
 
+    size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
+    size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     uint64_t seq;                  /* collectives run so far */
+    const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
     uint64_t small_seq;            /* small shm all-reduces so far */
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;
@@ -94,11 +99,10 @@ struct baton_comm {
     /* asynchronous work: a FIFO run by one comm thread, in issue order */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_mutex_t exec_mu;       /* held while a collective runs */
     pthread_t thread;
     int thread_started, stopping;
     baton_work *head, *tail;
-    int pending;                   /* works queued or running */
+    int pending;                   /* works queued or running (atomic: see run_blocking) */
     int broken;                    /* a collective failed: the communicator is unusable */
     char broken_reason[512];
 };

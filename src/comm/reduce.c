@@ -9,6 +9,7 @@
 #include "util/util.h"
 
 static _Atomic(const baton__reduce_kernels *) g_kernels;
+static _Atomic long g_nt_bytes = -1;  /* BATON_REDUCE_NT_BYTES, read on first use; -1: not read yet */
 
 /* Rank of an ISA name: 0 scalar, 1 avx2, 2 avx512; -1 unknown. */
 static int isa_level(const char *name) {
@@ -43,6 +44,7 @@ static const baton__reduce_kernels *table_for(int level) {
 
 static const baton__reduce_kernels *choose(void) {
     int level = cpu_level();
+
     const char *env = getenv("BATON_SIMD");
     if (env && *env) {
         int want = strlen(env) < 16 ? isa_level(env) : -1;
@@ -60,6 +62,23 @@ const baton__reduce_kernels *baton__reduce_kernels_get(void) {
     k = choose();  /* idempotent: racing first calls store the same table */
     atomic_store_explicit(&g_kernels, k, memory_order_release);
     return k;
+}
+
+int baton__reduce_use_nt(const void *dst, const void *const *srcs, int nsrc, size_t out_bytes) {
+    long limit = atomic_load_explicit(&g_nt_bytes, memory_order_relaxed);
+    if (limit < 0) {
+        long dflt = 4l << 20, v = dflt;
+        if (baton__env_long("BATON_REDUCE_NT_BYTES", dflt, 0, 1l << 40, &v) == BATON_EINVAL) {
+            BATON_WARN("%s; using the default %ld", baton_last_error(), dflt);
+            v = dflt;
+        }
+        atomic_store_explicit(&g_nt_bytes, v, memory_order_relaxed);  /* racing readers store the same */
+        limit = v;
+    }
+    if (limit == 0 || out_bytes < (size_t)limit) return 0;
+    for (int k = 0; k < nsrc; k++)
+        if (srcs[k] == dst) return 0;
+    return 1;
 }
 
 const char *baton__reduce_isa(void) { return baton__reduce_kernels_get()->name; }

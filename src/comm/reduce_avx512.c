@@ -6,6 +6,7 @@
 
 #ifdef BATON_REDUCE_X86
 #include <immintrin.h>
+#include <string.h>
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c"))), apply_to = function)
@@ -27,6 +28,7 @@
 #define VF_MAX(a, b) _mm512_max_ps((a), (b))
 #define VF_DIV(a, b) _mm512_div_ps((a), (b))
 #define VF_SET1(x) _mm512_set1_ps(x)
+#define VF_STNT(p, v) _mm512_stream_ps((p), (v))
 
 #define VD __m512d
 #define VD_N 8
@@ -38,11 +40,13 @@
 #define VD_MAX(a, b) _mm512_max_pd((a), (b))
 #define VD_DIV(a, b) _mm512_div_pd((a), (b))
 #define VD_SET1(x) _mm512_set1_pd(x)
+#define VD_STNT(p, v) _mm512_stream_pd((p), (v))
 
 #define VI __m512i
 #define VI_ZERO _mm512_setzero_si512()
 #define VI_LD(p) _mm512_loadu_si512((const void *)(p))
 #define VI_ST(p, v) _mm512_storeu_si512((void *)(p), (v))
+#define VI_STNT(p, v) _mm512_stream_si512((void *)(p), (v))
 #define I32_ADD(a, b) _mm512_add_epi32((a), (b))
 #define I32_MUL(a, b) _mm512_mullo_epi32((a), (b))
 #define I32_MIN(a, b) _mm512_min_epi32((a), (b))
@@ -54,25 +58,35 @@
 
 #define VH_LD(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define VH_ST(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define VH_STNT(p, v) _mm256_stream_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 
+/* bf16 widen: into the high half. bf16_ldx leaves a signaling NaN signaling: for kernels whose output is
+ * rounded back to 16 bits, which sets the quiet bit anyway, so the bits match the scalar path. */
+static inline __m512 bf16_ldx(const uint16_t *p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+}
 static inline __m512 bf16_ld(const uint16_t *p) {
-    __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16);
-    __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000));
+    __m512 v = bf16_ldx(p);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __m512i x = _mm512_castps_si512(v);
     return _mm512_castsi512_ps(_mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x400000)));
 }
-static inline void bf16_st(uint16_t *p, __m512 v) {
+/* bf16 narrow: x + 0x7fff + lsb, keep the high half (round to nearest-even, subnormals included);
+ * NaN: the high half with the quiet bit. */
+static inline __m256i bf16_round(__m512 v) {
     __m512i x = _mm512_castps_si512(v);
     __m512i hi = _mm512_srli_epi32(x, 16);
     __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
-    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(r));
+    return _mm512_cvtepi32_epi16(r);
 }
 #define VB_LD(p) bf16_ld(p)
-#define VB_ST(p, v) bf16_st((p), (v))
+#define VB_LDX(p) bf16_ldx(p)
+#define VB_ST(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), bf16_round(v))
+#define VB_STNT(p, v) _mm256_stream_si256((__m256i *)(void *)(p), bf16_round(v))
 
 #include "comm/reduce_simd.inc"
 

@@ -42,6 +42,11 @@ extern const baton__reduce_kernels baton__reduce_kernels_avx2;
 extern const baton__reduce_kernels baton__reduce_kernels_avx512;
 #endif
 
+/* Whether reduce_n should write its output with streaming (non-temporal) stores: only when the output is
+ * large (>= BATON_REDUCE_NT_BYTES, default 4 MiB, read once; 0 disables) and is not one of the sources,
+ * so the stores skip reading the destination lines first. */
+int baton__reduce_use_nt(const void *dst, const void *const *srcs, int nsrc, size_t out_bytes);
+
 /* The table in use (chosen on first call). */
 const baton__reduce_kernels *baton__reduce_kernels_get(void);
 

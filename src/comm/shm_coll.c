@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "comm/copy.h"
 #include "comm/reduce.h"
 #include "util/util.h"
 
@@ -38,35 +39,46 @@ static size_t slice_lo(size_t m, int n, int r, size_t esz) {
     return x;
 }
 
-static int wait_all(baton_comm *c, uint64_t v, uint64_t deadline, const char *what) {
-    return baton__shm_wait_all(c->shm, BATON_SHM_CTR_BIG, v, deadline, what);
+static int wait_all(baton_comm *c, uint64_t v, uint64_t deadline) {
+    return baton__shm_wait_all(c->shm, BATON_SHM_CTR_BIG, v, deadline);
 }
 
 /* Waits until buffer g % 2 may be refilled. */
-static int wait_free(baton_comm *c, uint64_t g, uint64_t deadline, const char *what) {
-    return g >= 2 ? wait_all(c, 3 * g - 3, deadline, what) : BATON_OK;
+static int wait_free(baton_comm *c, uint64_t g, uint64_t deadline) {
+    return g >= 2 ? wait_all(c, 3 * g - 3, deadline) : BATON_OK;
 }
 
 static void post(baton_comm *c, uint64_t v) { baton__shm_post(c->shm, BATON_SHM_CTR_BIG, v); }
 
+/* After the first wait that every rank has passed: do all agree on what this collective is? */
+static int check_peers(baton_comm *c) { return baton__shm_check_peers(c->shm, c->desc); }
+
 static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
-                           int avg_div, uint64_t deadline, const char *what) {
+                           int avg_div, uint64_t deadline) {
     int L = c->local_size, me = c->local_rank;
     uint64_t s = ++c->small_seq;
     int p = (int)(s & 1);
-    memcpy(baton__shm_small(c->shm, me, p), send, count * baton_dtype_size(dt));
-    baton__shm_post(c->shm, BATON_SHM_CTR_SMALL, s);
-    int rc = baton__shm_wait_all(c->shm, BATON_SHM_CTR_SMALL, s, deadline, what);
+    uint8_t *slot = baton__shm_small(c->shm, me, p);
+    memcpy(slot + BATON_SHM_SMALL_DATA, send, count * baton_dtype_size(dt));
+    baton__shm_small_publish((baton_shm_small_hdr *)slot, s, c->desc);
+    uint8_t *base = baton__shm_small(c->shm, 0, p);
+    size_t stride = (size_t)((uint8_t *)baton__shm_small(c->shm, L > 1 ? 1 : 0, p) - base);
+    int rc = baton__shm_wait_all_at(c->shm, base, stride, s, deadline);
     if (rc < 0) return rc;
     const void *srcs[BATON_SHM_MAX_LOCAL];
-    for (int q = 0; q < L; q++) srcs[q] = baton__shm_small(c->shm, q, p);
+    for (int q = 0; q < L; q++) {
+        const uint8_t *qs = base + (size_t)q * stride;
+        if (q != me && (rc = baton__shm_small_check(c->shm, q, (const baton_shm_small_hdr *)qs, c->desc)) < 0)
+            return rc;
+        srcs[q] = qs + BATON_SHM_SMALL_DATA;
+    }
     baton__reduce_n(recv, srcs, L, count, dt, op, avg_div);
     return BATON_OK;
 }
 
 /* In place on a buffer every local rank mapped: no staging. */
 static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t count, baton_dtype dt,
-                               baton_op op, int avg_div, uint64_t deadline, const char *what) {
+                               baton_op op, int avg_div, uint64_t deadline) {
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
     size_t chunk = BATON_SHM_STAGE_BYTES / esz * 2;
@@ -78,13 +90,13 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
         post(c, 3 * g + 1);
         /* Only the first chunk needs everyone to have entered (their inputs are all in place by then). */
-        if (k == 0 && (rc = wait_all(c, 3 * g + 1, deadline, what)) < 0) return rc;
+        if (k == 0 && ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0)) return rc;
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
         size_t at = base + (off + lo) * esz;
         for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
         baton__reduce_n(buf->peer[me] + at, srcs, L, hi - lo, dt, op, avg_div);
         post(c, 3 * g + 2);
-        if ((rc = wait_all(c, 3 * g + 2, deadline, what)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++) {
             if (q == me) continue;
             size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
@@ -95,57 +107,60 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
     }
     c->big_chunks += nchunks;
     /* Peers may still be copying my slice: the buffer is the caller's again only when all are done. */
-    return nchunks ? wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline, what) : BATON_OK;
+    return nchunks ? wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline) : BATON_OK;
 }
 
 int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                          int avg_div, uint64_t deadline) {
-    char what[64];
-    snprintf(what, sizeof what, "allreduce #%llu", (unsigned long long)c->seq);
     size_t esz = baton_dtype_size(dt);
     if (count == 0) return BATON_OK;
-    if (count * esz <= BATON_SHM_SMALL_BYTES)
-        return small_allreduce(c, send, recv, count, dt, op, avg_div, deadline, what);
+    if (count * esz <= BATON_SHM_SMALL_BYTES - BATON_SHM_SMALL_DATA)
+        return small_allreduce(c, send, recv, count, dt, op, avg_div, deadline);
     size_t boff;
     baton_shm_buffer *reg;
     if (send == recv && (reg = baton__shm_find_buffer(c, recv, count * esz, &boff)))
-        return zero_copy_allreduce(c, reg, boff, count, dt, op, avg_div, deadline, what);
+        return zero_copy_allreduce(c, reg, boff, count, dt, op, avg_div, deadline);
 
     int L = c->local_size, me = c->local_rank;
-    size_t chunk = BATON_SHM_STAGE_BYTES / esz;
+    size_t chunk = c->shm_chunk_bytes / esz;
     size_t nchunks = (count + chunk - 1) / chunk;
     const uint8_t *in = send;
     uint8_t *out = recv;
     const void *srcs[BATON_SHM_MAX_LOCAL];
+    /* Results larger than the caches go out with non-temporal stores. */
+    int stream = count * esz >= c->shm_stream_bytes;
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
         uint64_t g = c->big_chunks + k;
         int b = (int)(g & 1);
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline, what)) < 0) return rc;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
         memcpy(mine, in + off * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline, what)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
         for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
         baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
         post(c, 3 * g + 2);
-        if ((rc = wait_all(c, 3 * g + 2, deadline, what)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++) {
             size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
-            memcpy(out + (off + qlo) * esz, (uint8_t *)baton__shm_stage(c->shm, q, b) + qlo * esz, (qhi - qlo) * esz);
+            const uint8_t *from = (uint8_t *)baton__shm_stage(c->shm, q, b) + qlo * esz;
+            if (stream)
+                baton__copy_stream(out + (off + qlo) * esz, from, (qhi - qlo) * esz);
+            else
+                memcpy(out + (off + qlo) * esz, from, (qhi - qlo) * esz);
         }
         post(c, 3 * g + 3);
     }
+    if (stream) baton__copy_stream_fence();
     c->big_chunks += nchunks;
     return BATON_OK;
 }
 
 int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                               uint64_t deadline) {
-    char what[64];
-    snprintf(what, sizeof what, "reduce_scatter #%llu", (unsigned long long)c->seq);
     if (count == 0) return BATON_OK;
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
@@ -160,11 +175,11 @@ int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_
         uint64_t g = c->big_chunks + k;
         int b = (int)(g & 1);
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline, what)) < 0) return rc;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
         for (int r = 0; r < L; r++) memcpy(mine + (size_t)r * chunk * esz, in + ((size_t)r * count + off) * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline, what)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + (size_t)me * chunk * esz;
         baton__reduce_n(out + off * esz, srcs, L, m, dt, op, op == BATON_AVG ? L : 0);
         post(c, 3 * g + 3);
@@ -175,8 +190,6 @@ int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_
 
 int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
                          uint64_t deadline) {
-    char what[64];
-    snprintf(what, sizeof what, "allgather #%llu", (unsigned long long)c->seq);
     if (count == 0) return BATON_OK;
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
@@ -189,10 +202,10 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
         uint64_t g = c->big_chunks + k;
         int b = (int)(g & 1);
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline, what)) < 0) return rc;
+        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
         memcpy(baton__shm_stage(c->shm, me, b), in + off * esz, m * esz);
         post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline, what)) < 0) return rc;
+        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
         for (int q = 0; q < L; q++)
             memmove(out + ((size_t)q * count + off) * esz, baton__shm_stage(c->shm, q, b), m * esz);
         post(c, 3 * g + 3);
@@ -202,8 +215,6 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
 }
 
 int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root, uint64_t deadline) {
-    char what[64];
-    snprintf(what, sizeof what, "broadcast #%llu", (unsigned long long)c->seq);
     if (count == 0) return BATON_OK;
     int me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
@@ -216,25 +227,29 @@ int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt,
         int b = (int)(g & 1);
         size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
         if (me == root) {
-            if ((rc = wait_free(c, g, deadline, what)) < 0) return rc;
+            if ((rc = wait_free(c, g, deadline)) < 0) return rc;
             memcpy(baton__shm_stage(c->shm, root, b), p + off * esz, m * esz);
             post(c, 3 * g + 3);
         } else {
-            if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * g + 3, deadline, what)) < 0) return rc;
+            if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * g + 3, deadline)) < 0) return rc;
+            if (k == 0 && (rc = baton__shm_check_one(c->shm, root, c->desc)) < 0) return rc;
             memcpy(p + off * esz, baton__shm_stage(c->shm, root, b), m * esz);
             post(c, 3 * g + 3);
         }
     }
     c->big_chunks += nchunks;
+    /* The root waits until every rank has taken the data and then compares descriptors: otherwise two
+     * ranks that each believe they are the root would both return at once and nobody would notice. */
+    if (me == root && ((rc = wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline)) < 0 || (rc = check_peers(c)) < 0))
+        return rc;
     return BATON_OK;
 }
 
 int baton__shm_barrier(baton_comm *c, uint64_t deadline) {
-    char what[64];
-    snprintf(what, sizeof what, "barrier #%llu", (unsigned long long)c->seq);
     uint64_t g = c->big_chunks++;
     post(c, 3 * g + 1);
-    int rc = wait_all(c, 3 * g + 1, deadline, what);
+    int rc = wait_all(c, 3 * g + 1, deadline);
+    if (rc == BATON_OK) rc = check_peers(c);
     post(c, 3 * g + 3);
     return rc;
 }

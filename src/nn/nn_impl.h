@@ -89,4 +89,14 @@ BATON_OP_MAP(BATON_OP_DECL_)
 void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                   float beta, float *c, int ldc);
 
+/* Vectorized hot loops (kernels.c). */
+void baton__bias_act_rows(float *y, const float *b, int m, int n, int relu);
+void baton__relu_mask(float *g, const float *y, size_t n);
+void baton__colsum(float *db, const float *g, int m, int n, float beta);
+void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd);
+double baton__sumsq(const float *g, size_t n);
+void baton__scale(float *x, size_t n, float k);
+void baton__relu_fwd(float *y, const float *x, size_t n);
+void baton__relu_bwd(float *dx, const float *dy, const float *x, size_t n, float beta);
+
 #endif

@@ -34,6 +34,15 @@ static void im2col(float *col, const float *x, const conv_geom *g) {
                         continue;
                     }
                     const float *src = x + ((size_t)c * g->h + iy) * g->w;
+                    if (g->stride == 1) {   /* a shifted row: zeros at the edges, one memcpy inside */
+                        int lo = g->pad - kj, hi = g->w + g->pad - kj;   /* valid ox in [lo, hi) */
+                        if (lo < 0) lo = 0;
+                        if (hi > g->ow) hi = g->ow;
+                        for (int ox = 0; ox < lo && ox < g->ow; ox++) d[ox] = 0.0f;
+                        if (hi > lo) memcpy(d + lo, src + lo - g->pad + kj, (size_t)(hi - lo) * sizeof(float));
+                        for (int ox = hi > lo ? hi : lo; ox < g->ow; ox++) d[ox] = 0.0f;
+                        continue;
+                    }
                     for (int ox = 0; ox < g->ow; ox++) {
                         int ix = ox * g->stride - g->pad + kj;
                         d[ox] = (ix >= 0 && ix < g->w) ? src[ix] : 0.0f;
@@ -128,16 +137,24 @@ baton_tensor *baton_maxpool2d(baton_tape *t, baton_tensor *x, int k) {
     for (size_t pl = 0; pl < (size_t)bsz * c; pl++) {
         const float *src = x->data + pl * h * w;
         float *dst = y->data + pl * oh * ow;
+        int32_t *am = arg ? arg + pl * oh * ow : NULL;
         for (int oy = 0; oy < oh; oy++)
             for (int ox = 0; ox < ow; ox++) {
                 int best = oy * k * w + ox * k;
-                for (int dy = 0; dy < k; dy++)
-                    for (int dx = 0; dx < k; dx++) {
-                        int q = (oy * k + dy) * w + ox * k + dx;
-                        if (src[q] > src[best]) best = q;   /* ties: first in scan order wins */
-                    }
+                if (k == 2) {   /* the common case, unrolled; ties: first in scan order wins */
+                    int q1 = best + 1, q2 = best + w, q3 = best + w + 1;
+                    if (src[q1] > src[best]) best = q1;
+                    if (src[q2] > src[best]) best = q2;
+                    if (src[q3] > src[best]) best = q3;
+                } else {
+                    for (int dy = 0; dy < k; dy++)
+                        for (int dx = 0; dx < k; dx++) {
+                            int q = (oy * k + dy) * w + ox * k + dx;
+                            if (src[q] > src[best]) best = q;
+                        }
+                }
                 dst[oy * ow + ox] = src[best];
-                if (arg) arg[pl * oh * ow + oy * ow + ox] = best;
+                if (am) am[oy * ow + ox] = best;
             }
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_MAXPOOL2D);

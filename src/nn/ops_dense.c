@@ -36,15 +36,6 @@ static void put(float *dst, const float *src, size_t n, float beta) {
     else for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-/* db (N) = or += column sums of g (M,N) */
-static void colsum(float *db, const float *g, int m, int n, float beta) {
-    if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
-    for (int i = 0; i < m; i++) {
-        const float *row = g + (size_t)i * n;
-        for (int j = 0; j < n; j++) db[j] += row[j];
-    }
-}
-
 static baton_tensor *new2(baton_tape *t, int m, int n, int rg) {
     return baton__tensor_new(t, 2, (int[]){m, n}, rg);
 }
@@ -96,7 +87,7 @@ void baton__bwd_BIAS_ADD(baton_tape *t, baton_node *nd) {
     (void)t;
     baton_tensor *x = nd->in[0], *b = nd->in[1], *y = nd->out;
     if (baton__needs_grad(x)) put(x->grad, y->grad, x->n, baton__grad_begin(x));
-    if (baton__needs_grad(b)) colsum(b->grad, y->grad, y->shape[0], y->shape[1], baton__grad_begin(b));
+    if (baton__needs_grad(b)) baton__colsum(b->grad, y->grad, y->shape[0], y->shape[1], baton__grad_begin(b));
 }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
@@ -107,7 +98,8 @@ static float gelu_df(float x) {
 
 static baton_tensor *act_forward(baton_tape *t, baton_tensor *x, int op) {
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
-    for (size_t i = 0; i < x->n; i++) {
+    if (op == BATON__OP_RELU) baton__relu_fwd(y->data, x->data, x->n);
+    else for (size_t i = 0; i < x->n; i++) {
         float v = x->data[i];
         y->data[i] = op == BATON__OP_RELU ? (v > 0.0f ? v : 0.0f) : op == BATON__OP_GELU ? gelu_f(v) : tanhf(v);
     }
@@ -123,9 +115,7 @@ baton_tensor *baton_tanh(baton_tape *t, baton_tensor *x) { return act_forward(t,
 /* g (n) *= act'(.) given the activation's output y and input pre (pre only needed for GELU) */
 static void act_backward_inplace(int act, float *g, const float *y, const float *pre, size_t n) {
     switch (act) {
-    case BATON_ACT_RELU:
-        for (size_t i = 0; i < n; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
-        break;
+    case BATON_ACT_RELU: baton__relu_mask(g, y, n); break;
     case BATON_ACT_TANH:
         for (size_t i = 0; i < n; i++) g[i] *= 1.0f - y[i] * y[i];
         break;
@@ -140,6 +130,10 @@ static void act_bwd(baton_node *nd, int act) {
     baton_tensor *x = nd->in[0], *y = nd->out;
     if (!baton__needs_grad(x)) return;
     float beta = baton__grad_begin(x);
+    if (act == BATON_ACT_RELU) {   /* kink at 0: derivative taken as 0 */
+        baton__relu_bwd(x->grad, y->grad, x->data, x->n, beta);
+        return;
+    }
     for (size_t i = 0; i < x->n; i++) {
         float v = x->data[i], d;
         if (act == BATON_ACT_RELU) d = v > 0.0f ? 1.0f : 0.0f;   /* kink at 0: derivative taken as 0 */
@@ -168,12 +162,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
         const float *bb = b ? b->data : NULL;
         switch (act) {
         case BATON_ACT_NONE:
-            if (bb) for (int j = 0; j < n; j++) row[j] += bb[j];
-            break;
-        case BATON_ACT_RELU:
-            if (bb) for (int j = 0; j < n; j++) { float v = row[j] + bb[j]; row[j] = v > 0.0f ? v : 0.0f; }
-            else for (int j = 0; j < n; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
-            break;
+        case BATON_ACT_RELU: baton__bias_act_rows(row, bb, 1, n, act == BATON_ACT_RELU); break;
         case BATON_ACT_GELU:
             for (int j = 0; j < n; j++) {
                 float v = row[j] + (bb ? bb[j] : 0.0f);
@@ -203,7 +192,7 @@ void baton__bwd_LINEAR(baton_tape *t, baton_node *nd) {
     float *g = y->grad;   /* final here (all consumers ran), so the activation mask is applied in place */
     act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n);
     if (baton__needs_grad(w)) baton__sgemm(1, 0, n, k, m, g, n, x->data, k, baton__grad_begin(w), w->grad, k);
-    if (baton__needs_grad(b)) colsum(b->grad, g, m, n, baton__grad_begin(b));
+    if (baton__needs_grad(b)) baton__colsum(b->grad, g, m, n, baton__grad_begin(b));
     if (baton__needs_grad(x)) baton__sgemm(0, 0, m, k, n, g, n, w->data, k, baton__grad_begin(x), x->grad, k);
 }
 

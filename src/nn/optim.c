@@ -51,15 +51,6 @@ void baton_optim_free(baton_optim *o) {
 float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
 long baton_optim_steps(const baton_optim *o) { return o->steps; }
 
-static void sgd(float *restrict w, const float *restrict g, float *restrict m, size_t n, float lr, float mu,
-                float wd) {
-    for (size_t i = 0; i < n; i++) {
-        float mi = mu * m[i] + g[i] + wd * w[i];
-        m[i] = mi;
-        w[i] -= lr * mi;
-    }
-}
-
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
     for (size_t i = 0; i < n; i++) {
@@ -82,7 +73,7 @@ void baton_optim_step(baton_optim *o, float lr) {
         const baton_param_info *v = baton_params_info(p, i);
         size_t off = v->offset, n = v->count;
         float wd = v->decay ? c->weight_decay : 0.0f;
-        if (c->kind == BATON_OPTIM_SGD) sgd(w + off, g + off, o->m + off, n, lr, c->momentum, wd);
+        if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + off, n, lr, c->momentum, wd);
         else adamw(w + off, g + off, o->m + off, o->v + off, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }
@@ -90,18 +81,11 @@ void baton_optim_step(baton_optim *o, float lr) {
 float baton_clip_grad_norm(baton_params *p, float max_norm) {
     const float *g = baton_params_grad(p);
     size_t n = baton_params_numel(p);   /* padding is zero, so it does not count */
-    float acc[16] = {0};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += g[i + j] * g[i + j];
-    double s = 0.0;
-    for (int j = 0; j < 16; j++) s += acc[j];
-    for (; i < n; i++) s += (double)g[i] * g[i];
+    double s = baton__sumsq(g, n);
     float norm = (float)sqrt(s);
     if (max_norm > 0.0f && norm > max_norm) {
         float k = max_norm / (norm + 1e-6f);
-        float *gw = baton_params_grad(p);
-        for (size_t q = 0; q < n; q++) gw[q] *= k;
+        baton__scale(baton_params_grad(p), n, k);
     }
     return norm;
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "transport/frame.h"
 #include "util/util.h"
 
 #define SHM_MAGIC_READY 0x6261746f6e53484dull /* "batonSHM": stored last by the creator */
@@ -34,6 +35,7 @@ typedef struct {
 } shm_header;
 
 struct baton_shm {
+    baton_coll_desc current;  /* the collective this rank runs now (seq 0: none yet) */
     uint8_t *base;
     size_t bytes;
     int local_rank, local_size;
@@ -211,6 +213,91 @@ uint64_t baton__shm_get(baton_shm *s, baton_shm_ctr c) {
     return atomic_load_explicit(&s->ranks[s->local_rank].ctr[c].v, memory_order_relaxed);
 }
 
+/* ---- announcements and descriptor checks --------------------------------------------------------- */
+
+_Static_assert(sizeof(baton_shm_rank) % BATON_SHM_CACHELINE == 0, "rank blocks are whole cache lines");
+_Static_assert(sizeof(baton_shm_small_hdr) == BATON_SHM_SMALL_DATA, "small slot header size");
+
+static uint32_t meta_of(const baton_coll_desc *d) {
+    return (uint32_t)d->kind | (uint32_t)d->dtype << 8 | (uint32_t)d->op << 16;
+}
+
+static baton_coll_desc desc_of(uint64_t seq, uint64_t count, uint32_t meta, int32_t root) {
+    baton_coll_desc d = {.seq = seq, .count = count, .kind = (uint8_t)(meta & 0xff),
+                         .dtype = (uint8_t)(meta >> 8 & 0xff), .op = (uint8_t)(meta >> 16 & 0xff), .root = root};
+    return d;
+}
+
+void baton__shm_announce(baton_shm *s, const baton_coll_desc *d) {
+    baton_shm_rank *me = &s->ranks[s->local_rank];
+    baton_shm_desc *slot = &me->desc[d->seq % BATON_SHM_DESC_RING];
+    slot->count = d->count;
+    slot->meta = meta_of(d);
+    slot->root = d->root;
+    atomic_store_explicit(&slot->seq, d->seq, memory_order_release);
+    atomic_store_explicit(&me->announced, d->seq, memory_order_release);
+    s->current = *d;
+}
+
+/* Local rank r announced a seq >= mine->seq: does its descriptor for mine->seq agree? Only a definite
+ * disagreement is an error: a rank far ahead (through collectives that move no data) may have overwritten
+ * the entry, and then there is nothing to compare. */
+static int compare_announced(baton_shm *s, int r, const baton_coll_desc *mine) {
+    baton_shm_desc *slot = &s->ranks[r].desc[mine->seq % BATON_SHM_DESC_RING];
+    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+    if (seq != mine->seq) return BATON_OK;
+    baton_coll_desc theirs = desc_of(seq, slot->count, slot->meta, slot->root);
+    /* the entry may be rewritten while we read it: re-read the sequence number */
+    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != seq) return BATON_OK;
+    return baton__desc_check(mine, &theirs, s->global_ranks[r]);
+}
+
+int baton__shm_check_peers(baton_shm *s, const baton_coll_desc *d) {
+    for (int r = 0; r < s->local_size; r++) {
+        int rc = baton__shm_check_one(s, r, d);
+        if (rc < 0) return rc;
+    }
+    return BATON_OK;
+}
+
+int baton__shm_check_one(baton_shm *s, int r, const baton_coll_desc *d) {
+    {
+        if (r == s->local_rank) return BATON_OK;
+        uint64_t a = atomic_load_explicit(&s->ranks[r].announced, memory_order_acquire);
+        if (a < d->seq) {
+            baton_shm_desc *last = &s->ranks[r].desc[a % BATON_SHM_DESC_RING];
+            baton_coll_desc theirs = desc_of(a, last->count, last->meta, last->root);
+            char x[128], y[128];
+            baton__desc_format(&theirs, x, sizeof x);
+            baton__desc_format(d, y, sizeof y);
+            return baton__fail(BATON_EMISMATCH, "collective mismatch: rank %d is still at %s while this rank runs %s",
+                               s->global_ranks[r], a ? x : "its start", y);
+        }
+        return compare_announced(s, r, d);
+    }
+}
+
+/* While waiting for rank r: if it announced this collective or a later one, its descriptor must agree. */
+static int check_waited(baton_shm *s, int r) {
+    if (!s->current.seq || r == s->local_rank) return BATON_OK;
+    uint64_t a = atomic_load_explicit(&s->ranks[r].announced, memory_order_acquire);
+    return a < s->current.seq ? BATON_OK : compare_announced(s, r, &s->current);
+}
+
+void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const baton_coll_desc *d) {
+    h->seq = d->seq;
+    h->count = d->count;
+    h->meta = meta_of(d);
+    h->root = d->root;
+    atomic_store_explicit(&h->flag, flag, memory_order_release);
+}
+
+int baton__shm_small_check(baton_shm *s, int r, const baton_shm_small_hdr *h, const baton_coll_desc *d) {
+    if (h->seq == d->seq && h->count == d->count && h->meta == meta_of(d) && h->root == d->root) return BATON_OK;
+    baton_coll_desc theirs = desc_of(h->seq, h->count, h->meta, h->root);
+    return baton__desc_check(d, &theirs, s->global_ranks[r]);
+}
+
 void baton__shm_abort(baton_shm *s, const char *reason) {
     uint32_t expect = 0;
     if (!atomic_compare_exchange_strong(&s->hdr->aborted, &expect, 1)) return;
@@ -234,14 +321,19 @@ static int peer_alive(baton_shm *s, int r) {
     return !(kill(pid, 0) != 0 && errno == ESRCH);
 }
 
-/* The slow part of a wait: called with the first rank found behind; returns non-zero (a status) to stop. */
+/* The slow part of a wait: backs off; now and then checks the abort word, the deadline, and whether the
+ * ranks still behind are alive. Returns a status to stop with, or BATON_OK to keep waiting. */
 typedef struct {
     baton_backoff b;
     uint64_t next_liveness;
 } waiter;
 
-static int waiter_step(baton_shm *s, waiter *w, const int *who, int nwho, baton_shm_ctr c, uint64_t v,
-                       uint64_t deadline, const char *what) {
+static uint64_t word_at(const void *base, size_t stride, int r) {
+    return atomic_load_explicit((_Atomic uint64_t *)((uint8_t *)base + (size_t)r * stride), memory_order_acquire);
+}
+
+static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride, int r0, int r1, uint64_t v,
+                       uint64_t deadline) {
     baton__backoff(&w->b);
     if (w->b.iter < 4000 && (w->b.iter & 255) != 0) return BATON_OK; /* cheap spin phase */
     int rc = check_abort(s);
@@ -249,54 +341,54 @@ static int waiter_step(baton_shm *s, waiter *w, const int *who, int nwho, baton_
     uint64_t now = baton__now_ns();
     if (now >= w->next_liveness) {
         w->next_liveness = now + LIVENESS_NS;
-        for (int i = 0; i < nwho; i++) {
-            int r = who ? who[i] : i;
-            if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) >= v) continue;
-            if (!peer_alive(s, r)) {
-                rc = baton__fail(BATON_EPEERDEAD, "%s: rank %d (pid %d) died", what, s->global_ranks[r],
-                                 (int)s->ranks[r].pid);
-                baton__shm_abort(s, baton_last_error());
-                return rc;
-            }
+        for (int r = r0; r < r1; r++) {
+            if (word_at(base, stride, r) >= v) continue;
+            if ((rc = check_waited(s, r)) < 0) return rc;
+            if (peer_alive(s, r)) continue;
+            rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[r], (int)s->ranks[r].pid);
+            baton__shm_abort(s, baton_last_error());
+            return rc;
         }
     }
     if (now > deadline) {
         char behind[256];
         size_t len = 0;
+        int count = 0;
         behind[0] = '\0';
-        for (int i = 0; i < nwho && len < sizeof behind - 16; i++) {
-            int r = who ? who[i] : i;
-            if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) < v)
-                len += (size_t)snprintf(behind + len, sizeof behind - len, "%s%d", len ? ", " : "", s->global_ranks[r]);
-        }
-        return baton__fail(BATON_ETIMEDOUT, "%s: timed out waiting for rank%s %s", what,
-                           strchr(behind, ',') ? "s" : "", behind);
+        for (int r = r0; r < r1 && len < sizeof behind - 16; r++)
+            if (word_at(base, stride, r) < v) {
+                len += (size_t)snprintf(behind + len, sizeof behind - len, "%s%d", count ? ", " : "", s->global_ranks[r]);
+                count++;
+            }
+        return baton__fail(BATON_ETIMEDOUT, "timed out waiting for rank%s %s", count > 1 ? "s" : "", behind);
     }
     return BATON_OK;
 }
 
-int baton__shm_wait_all(baton_shm *s, baton_shm_ctr c, uint64_t v, uint64_t deadline, const char *what) {
+static int wait_range(baton_shm *s, const void *base, size_t stride, int r0, int r1, uint64_t v, uint64_t deadline) {
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
-    for (int r = 0; r < s->local_size;) {
-        if (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) >= v) {
+    for (int r = r0; r < r1;) {
+        if (word_at(base, stride, r) >= v) {
             r++;
             continue;
         }
-        int rc = waiter_step(s, &w, NULL, s->local_size, c, v, deadline, what);
+        int rc = waiter_step(s, &w, base, stride, r, r1, v, deadline);
         if (rc < 0) return rc;
     }
     return BATON_OK;
 }
 
-int baton__shm_wait_one(baton_shm *s, int r, baton_shm_ctr c, uint64_t v, uint64_t deadline, const char *what) {
-    waiter w = {.next_liveness = 0};
-    baton__backoff_init(&w.b);
-    while (atomic_load_explicit(&s->ranks[r].ctr[c].v, memory_order_acquire) < v) {
-        int rc = waiter_step(s, &w, &r, 1, c, v, deadline, what);
-        if (rc < 0) return rc;
-    }
-    return BATON_OK;
+int baton__shm_wait_all_at(baton_shm *s, const void *base, size_t stride, uint64_t v, uint64_t deadline) {
+    return wait_range(s, base, stride, 0, s->local_size, v, deadline);
+}
+
+int baton__shm_wait_all(baton_shm *s, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), 0, s->local_size, v, deadline);
+}
+
+int baton__shm_wait_one(baton_shm *s, int r, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), r, r + 1, v, deadline);
 }
 
 /* ---- p2p transport over byte rings --------------------------------------------------------------- */
@@ -337,44 +429,58 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
     baton_shm_chan_ctl *in = rbytes ? chan_ctl(s, rl, me) : NULL;
     uint8_t *outd = sbytes ? chan_data(s, me, sl) : NULL;
     uint8_t *ind = rbytes ? chan_data(s, rl, me) : NULL;
+    /* With a collective descriptor set, each message is [40-byte frame header][payload]; the receiver
+     * checks the header (comm/frame.h) before it copies a payload byte. */
+    const baton_coll_desc *desc = (const baton_coll_desc *)t->desc;
+    uint8_t shdr[BATON_FRAME_BYTES], rhdr[BATON_FRAME_BYTES];
+    size_t shl = desc && sbytes ? BATON_FRAME_BYTES : 0, rhl = desc && rbytes ? BATON_FRAME_BYTES : 0;
+    if (shl) baton__frame_encode(shdr, desc, sbytes);
+    size_t stotal = shl + sbytes, rtotal = rhl + rbytes; /* bytes of this message in each direction */
     const uint8_t *sp = sbuf;
     uint8_t *rp = rbuf;
     size_t sent = 0, got = 0;
     const uint64_t cap = BATON_SHM_CHAN_BYTES;
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
-    while (sent < sbytes || got < rbytes) {
+    while (sent < stotal || got < rtotal) {
         int moved = 0;
-        if (sent < sbytes) {
+        if (sent < stotal) {
             uint64_t head = atomic_load_explicit(&out->head.v, memory_order_relaxed);
             uint64_t tail = atomic_load_explicit(&out->tail.v, memory_order_acquire);
             uint64_t space = cap - (head - tail);
             if (space > 0) {
                 uint64_t pos = head % cap;
-                size_t n = sbytes - sent;
+                /* the header and the payload are two pieces of one stream */
+                const uint8_t *from = sent < shl ? shdr + sent : sp + (sent - shl);
+                size_t n = sent < shl ? shl - sent : stotal - sent;
                 if (n > space) n = (size_t)space;
                 if (n > cap - pos) n = (size_t)(cap - pos);
                 if (n > CHAN_PIECE) n = CHAN_PIECE;
-                memcpy(outd + pos, sp + sent, n);
+                memcpy(outd + pos, from, n);
                 atomic_store_explicit(&out->head.v, head + n, memory_order_release);
                 sent += n;
                 moved = 1;
             }
         }
-        if (got < rbytes) {
+        if (got < rtotal) {
             uint64_t tail = atomic_load_explicit(&in->tail.v, memory_order_relaxed);
             uint64_t head = atomic_load_explicit(&in->head.v, memory_order_acquire);
             uint64_t avail = head - tail;
             if (avail > 0) {
                 uint64_t pos = tail % cap;
-                size_t n = rbytes - got;
+                uint8_t *to = got < rhl ? rhdr + got : rp + (got - rhl);
+                size_t n = got < rhl ? rhl - got : rtotal - got;
                 if (n > avail) n = (size_t)avail;
                 if (n > cap - pos) n = (size_t)(cap - pos);
                 if (n > CHAN_PIECE) n = CHAN_PIECE;
-                memcpy(rp + got, ind + pos, n);
+                memcpy(to, ind + pos, n);
                 atomic_store_explicit(&in->tail.v, tail + n, memory_order_release);
                 got += n;
                 moved = 1;
+                if (rhl && got == rhl) {
+                    int rc = baton__frame_check(desc, rbytes, rhdr, rpeer);
+                    if (rc < 0) return rc;
+                }
             }
         }
         if (moved) {
@@ -383,8 +489,8 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
         }
         /* Nothing moved: wait, watching the peers we depend on. */
         int who[2], nwho = 0;
-        if (sent < sbytes) who[nwho++] = sl;
-        if (got < rbytes && rl != sl) who[nwho++] = rl;
+        if (sent < stotal) who[nwho++] = sl;
+        if (got < rtotal && rl != sl) who[nwho++] = rl;
         baton__backoff(&w.b);
         if (w.b.iter < 4000 && (w.b.iter & 255) != 0) continue;
         int rc = check_abort(s);
@@ -392,17 +498,19 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
         uint64_t now = baton__now_ns();
         if (now >= w.next_liveness) {
             w.next_liveness = now + LIVENESS_NS;
-            for (int i = 0; i < nwho; i++)
+            for (int i = 0; i < nwho; i++) {
+                if ((rc = check_waited(s, who[i])) < 0) return rc;
                 if (!peer_alive(s, who[i])) {
                     rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[who[i]],
                                      (int)s->ranks[who[i]].pid);
                     baton__shm_abort(s, baton_last_error());
                     return rc;
                 }
+            }
         }
         if (now > deadline)
-            return baton__fail(BATON_ETIMEDOUT, "timed out %s rank %d", sent < sbytes ? "sending to" : "receiving from",
-                               sent < sbytes ? speer : rpeer);
+            return baton__fail(BATON_ETIMEDOUT, "timed out %s rank %d", sent < stotal ? "sending to" : "receiving from",
+                               sent < stotal ? speer : rpeer);
     }
     return BATON_OK;
 }

@@ -26,20 +26,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "transport/frame.h"
 #include "transport/transport.h"
 
 enum {
     BATON_SHM_CACHELINE = 64,
     BATON_SHM_MAX_LOCAL = 64,                  /* local ranks per node */
-    BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot: all-reduce inputs up to this size */
-    BATON_SHM_STAGE_BYTES = 512 << 10,         /* one staging buffer (a chunk of a large collective) */
+    BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot (8-byte header + all-reduce input) */
+    BATON_SHM_STAGE_BYTES = 2 << 20,           /* one staging buffer (a chunk of a large collective) */
     BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring */
 };
 
 /* The counters of one rank. */
 typedef enum {
-    BATON_SHM_CTR_SMALL = 0,   /* small all-reduce sequence number */
-    BATON_SHM_CTR_BIG = 1,     /* 3 x (chunks of direct collectives done) + phase */
+    BATON_SHM_CTR_BIG = 0,     /* 3 x (chunks of direct collectives done) + phase */
     BATON_SHM_CTR_COUNT
 } baton_shm_ctr;
 
@@ -48,11 +48,26 @@ typedef struct {
     char pad[BATON_SHM_CACHELINE - sizeof(uint64_t)];
 } baton_shm_counter;
 
+/* One announced collective descriptor (transport/frame.h), readable by peers once seq is stored. */
+typedef struct {
+    _Atomic uint64_t seq;  /* stored last (release) */
+    uint64_t count;
+    uint32_t meta;         /* kind | dtype << 8 | op << 16 */
+    int32_t root;
+} baton_shm_desc;
+
+/* Collectives that move no data (count 0) let a rank run ahead of the others; a ring this long keeps
+ * the descriptor of the collective a slower peer is at for a long while. */
+enum { BATON_SHM_DESC_RING = 64 };
+
 typedef struct {
     baton_shm_counter ctr[BATON_SHM_CTR_COUNT];
     int32_t pid;           /* the rank's process, for liveness checks */
     int32_t global_rank;   /* for messages */
     char pad[BATON_SHM_CACHELINE - 8];
+    baton_shm_desc desc[BATON_SHM_DESC_RING];  /* the last collectives announced, by seq % RING */
+    _Atomic uint64_t announced;                /* the latest seq announced */
+    char pad2[BATON_SHM_CACHELINE - (BATON_SHM_DESC_RING * sizeof(baton_shm_desc) + 8) % BATON_SHM_CACHELINE];
 } baton_shm_rank;
 
 typedef struct {
@@ -71,7 +86,9 @@ void baton__shm_close(baton_shm *shm);   /* NULL is a no-op */
 int baton__shm_local_rank(const baton_shm *shm);
 int baton__shm_local_size(const baton_shm *shm);
 
-/* Region pointers. */
+/* Region pointers. A small slot starts with a baton_shm_small_hdr (flag and descriptor); the data
+ * follows at BATON_SHM_SMALL_DATA, so a message of up to 40 bytes travels in the cache line of its flag. */
+enum { BATON_SHM_SMALL_DATA = 32 };
 void *baton__shm_small(baton_shm *shm, int local_rank, int parity);
 void *baton__shm_stage(baton_shm *shm, int local_rank, int buf);
 
@@ -83,13 +100,34 @@ baton_shm_rank *baton__shm_rank_block(baton_shm *shm, int local_rank);
 void baton__shm_post(baton_shm *shm, baton_shm_ctr c, uint64_t v);
 uint64_t baton__shm_get(baton_shm *shm, baton_shm_ctr c);   /* this rank's own value */
 
-/* Waits until every local rank's counter c is >= v (own included). `what` names the operation for
- * errors ("allreduce #12"). Returns BATON_OK, BATON_ETIMEDOUT (naming the ranks behind), BATON_EPEERDEAD
- * (naming the dead rank) or BATON_ECANCELED (another rank aborted the job, with its reason). */
-int baton__shm_wait_all(baton_shm *shm, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns, const char *what);
-/* Same for a single peer. */
-int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns,
-                        const char *what);
+/* Waits until every local rank's counter c is >= v (own included). Returns BATON_OK, BATON_ETIMEDOUT
+ * (naming the ranks behind), BATON_EPEERDEAD (naming the dead rank) or BATON_ECANCELED (another rank
+ * aborted the job; the detail carries its reason). The caller adds which collective it was. */
+int baton__shm_wait_all(baton_shm *shm, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* Same for a single local rank. */
+int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_t v, uint64_t deadline_ns);
+/* The general form: rank r's word is at base + r * stride (e.g. the sequence words of small slots). */
+int baton__shm_wait_all_at(baton_shm *shm, const void *base, size_t stride, uint64_t v, uint64_t deadline_ns);
+
+/* Announces the collective this rank now runs (before its first post or message), so that peers can
+ * compare. Waits of this rank also check, now and then, whether a rank they wait for announced something
+ * else for this sequence number (BATON_EMISMATCH) instead of waiting for the timeout. */
+void baton__shm_announce(baton_shm *shm, const baton_coll_desc *d);
+/* Compares every local rank's descriptor for d->seq with d: BATON_OK or BATON_EMISMATCH naming the rank
+ * and both descriptors. Call once every rank is known to have entered the collective. */
+int baton__shm_check_peers(baton_shm *shm, const baton_coll_desc *d);
+/* The same for one local rank (a broadcast's root, which the others wait on alone). */
+int baton__shm_check_one(baton_shm *shm, int local_rank, const baton_coll_desc *d);
+/* A small slot's header: the flag the readers wait on, and the writer's descriptor, checked by readers. */
+typedef struct {
+    _Atomic uint64_t flag;  /* the small all-reduce's own sequence number, stored last (release) */
+    uint64_t seq;           /* descriptor of the collective (see baton_shm_desc) */
+    uint64_t count;
+    uint32_t meta;
+    int32_t root;
+} baton_shm_small_hdr;
+void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const baton_coll_desc *d);
+int baton__shm_small_check(baton_shm *shm, int local_rank, const baton_shm_small_hdr *h, const baton_coll_desc *d);
 
 /* Marks the segment aborted with a reason so that every waiter stops at once (first writer wins). */
 void baton__shm_abort(baton_shm *shm, const char *reason);

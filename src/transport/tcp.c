@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/frame.h"
 #include "util/util.h"
 
 enum {
@@ -384,15 +386,60 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     size_t sdone = 0, rdone = 0;
     uint64_t spin_until = 0;
     int spun = 0;
-    while (sdone < sbytes || rdone < rbytes) {
+    /* Framing (see comm/frame.h): a header goes out in front of the payload in the same sendmsg; the
+     * incoming header is read into a bounce buffer together with up to FRAME_BOUNCE payload bytes (one
+     * recv for small messages), checked, and only then is any payload copied into rbuf. Never more than
+     * this message's bytes are read from the stream. */
+    enum { FRAME_BOUNCE = 4096 };
+    const baton_coll_desc *desc = (const baton_coll_desc *)bt->desc;
+    uint8_t shdr[BATON_FRAME_BYTES], bounce[BATON_FRAME_BYTES + FRAME_BOUNCE];
+    size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0;
+    int rhdr_ok = 1;
+    if (desc && sbytes) {
+        baton__frame_encode(shdr, desc, sbytes);
+        shdr_len = BATON_FRAME_BYTES;
+    }
+    if (desc && rbytes) {
+        rhdr_ok = 0;
+        rb_want = BATON_FRAME_BYTES + (rbytes < FRAME_BOUNCE ? rbytes : FRAME_BOUNCE);
+    }
+    while (shdr_done < shdr_len || sdone < sbytes || !rhdr_ok || rdone < rbytes) {
         int progressed = 0;
-        if (sdone < sbytes) {
-            ssize_t k = send(sfd, sp + sdone, sbytes - sdone, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (k > 0) { sdone += (size_t)k; progressed = 1; }
-            else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        if (shdr_done < shdr_len || sdone < sbytes) {
+            struct iovec iov[2];
+            int niov = 0;
+            if (shdr_done < shdr_len) iov[niov++] = (struct iovec){shdr + shdr_done, shdr_len - shdr_done};
+            if (sdone < sbytes) iov[niov++] = (struct iovec){(void *)(sp + sdone), sbytes - sdone};
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+            ssize_t k = sendmsg(sfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0) {
+                size_t h = shdr_len - shdr_done < (size_t)k ? shdr_len - shdr_done : (size_t)k;
+                shdr_done += h;
+                sdone += (size_t)k - h;
+                progressed = 1;
+            } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 return io_error(speer, errno, "sending");
+            }
         }
-        if (rdone < rbytes) {
+        if (!rhdr_ok) {
+            ssize_t k = recv(rfd, bounce + rb_len, rb_want - rb_len, MSG_DONTWAIT);
+            if (k > 0) {
+                rb_len += (size_t)k;
+                progressed = 1;
+                if (rb_len >= BATON_FRAME_BYTES) {
+                    int rc = baton__frame_check(desc, rbytes, bounce, rpeer);
+                    if (rc < 0) return rc;
+                    rhdr_ok = 1;
+                    rdone = rb_len - BATON_FRAME_BYTES;
+                    memcpy(rp, bounce + BATON_FRAME_BYTES, rdone);
+                }
+            } else if (k == 0) {
+                return baton__fail(BATON_EPEERDEAD, "rank %d closed its connection (0 of %zu bytes received)", rpeer,
+                                   rbytes);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                return io_error(rpeer, errno, "receiving");
+            }
+        } else if (rdone < rbytes) {
             ssize_t k = recv(rfd, rp + rdone, rbytes - rdone, MSG_DONTWAIT);
             if (k > 0) { rdone += (size_t)k; progressed = 1; }
             else if (k == 0)
@@ -418,8 +465,8 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         if (now < spin_until) { baton__cpu_relax(); continue; }
         struct pollfd p[2];
         int np = 0;
-        if (sdone < sbytes) p[np++] = (struct pollfd){sfd, POLLOUT, 0};
-        if (rdone < rbytes) {
+        if (shdr_done < shdr_len || sdone < sbytes) p[np++] = (struct pollfd){sfd, POLLOUT, 0};
+        if (!rhdr_ok || rdone < rbytes) {
             if (np && p[0].fd == rfd) p[0].events |= POLLIN;
             else p[np++] = (struct pollfd){rfd, POLLIN, 0};
         }

@@ -24,10 +24,17 @@ typedef struct {
     void (*close)(baton_transport *t);
 } baton_transport_ops;
 
+struct baton_coll_desc_;
+
 struct baton_transport {
     const baton_transport_ops *ops;
     int rank;    /* this rank (global) */
     int world;   /* ranks in the job (global) */
+    /* The collective now running (see comm/frame.h), set by the communicator before each collective.
+     * When set, every message carries a 40-byte frame header with it and the payload length, and a
+     * receiver checks the header against its own before it accepts a payload byte (BATON_EMISMATCH).
+     * NULL: raw byte streams (the transport's own tests). Both sides must agree. */
+    const struct baton_coll_desc_ *desc;
 };
 
 static inline int baton__send(baton_transport *t, int peer, const void *buf, size_t bytes, uint64_t deadline_ns) {

@@ -43,6 +43,13 @@ int baton__fail_ctx(int status, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s%s", prefix, old);
+    /* prefix first, then as much of the old detail as fits (truncation is intended) */
+    size_t n = strlen(prefix);
+    if (n >= sizeof last_error) n = sizeof last_error - 1;
+    memcpy(last_error, prefix, n);
+    size_t m = strlen(old);
+    if (m > sizeof last_error - 1 - n) m = sizeof last_error - 1 - n;
+    memcpy(last_error + n, old, m);
+    last_error[n + m] = '\0';
     return status;
 }

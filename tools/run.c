@@ -1,0 +1,664 @@
+/* run.c: `baton run`, the torchrun-style launcher: flags, the job's secret and id, the rendezvous store it
+ * hosts, the workers' environment, restarts, multi-node rendezvous between launchers, and the clean-up of
+ * shared-memory leftovers. One attempt's processes are handled by run_group.c.
+ *
+ * Single node: the store runs on a thread of this launcher on 127.0.0.1, port 0 (or on --rdzv if given);
+ * each attempt (--max-restarts) gets a fresh store server, so an attempt never sees an older attempt's keys.
+ *
+ * Several nodes (--nnodes M): every launcher needs the same BATON_SECRET. Node 0 hosts the store at
+ * --rdzv HOST:PORT; every launcher (node 0 included) connects to it as a client and
+ *   1. claims its node rank (add "launcher/R/claimed": a second launcher with the same rank fails),
+ *   2. publishes its -n ("launcher/R/nproc"); node 0 publishes --nnodes and the random job id,
+ *   3. counts itself in ("launcher/joined") and waits, polling, until all M have joined,
+ *   4. checks that every node has the same -n and --nnodes, then starts its workers,
+ *   5. while they run, polls "job/abort" every 250 ms; a launcher whose workers fail (or that is
+ *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
+ *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
+ *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
+ * Restarts are single-node only: --max-restarts with --nnodes > 1 is refused. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "rendezvous/store.h"
+#include "run.h"
+#include "util/util.h"
+
+extern char **environ;
+
+enum { MAX_NPROC = 4096, MAX_NNODES = 4096, MAX_RESTARTS = 1000, DONE_WAIT_S = 600 };
+
+typedef struct {
+    long nproc, nnodes, node_rank, max_restarts;
+    const char *timeout;          /* --timeout as given (validated), or NULL */
+    int tag;
+    int have_rdzv;
+    char rdzv_host[256];
+    int rdzv_port;
+    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
+} run_opts;
+
+static const char usage_text[] =
+    "usage: baton run [options] [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Starts N worker processes of PROGRAM (torchrun-style) and hosts the job's rendezvous store.\n"
+    "\n"
+    "  -n, --nproc-per-node N   workers on this node (default 1)\n"
+    "      --nnodes M           launchers (nodes) in the job (default 1)\n"
+    "      --node-rank R        this launcher's node rank, 0..M-1 (default 0)\n"
+    "      --rdzv HOST:PORT     where node 0 hosts the store (required when M > 1; all nodes pass the same)\n"
+    "      --max-restarts K     restart all workers up to K times after a failure (default 0; single node)\n"
+    "      --timeout SECONDS    collective timeout handed to the workers as BATON_TIMEOUT\n"
+    "      --tag-output         prefix every output line with \"[rank R] \"\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "Workers get BATON_RANK, BATON_WORLD_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_WORLD_SIZE, BATON_NODE_RANK,\n"
+    "BATON_NNODES, BATON_RESTART_COUNT, BATON_STORE_ADDR, BATON_SECRET, BATON_JOB_ID (and BATON_TIMEOUT), plus\n"
+    "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
+    "TORCHELASTIC_RESTART_COUNT. Global rank = node rank * N + local rank. Workers' stdin is /dev/null.\n"
+    "With M > 1 every launcher needs the same BATON_SECRET (64 hex characters) in its environment;\n"
+    "BATON_RDZV_TIMEOUT (seconds, default 300) bounds the wait for the other launchers.\n"
+    "Exit code: 0 when every worker exited 0; 1 when a worker failed; 128+signal when interrupted;\n"
+    "2 for bad usage.\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "baton run: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see baton run --help)\n");
+    va_end(ap);
+    return 2;
+}
+
+/* ---- flags ----------------------------------------------------------------------------------------- */
+
+static int parse_rdzv(const char *s, run_opts *o) {
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1]) return -1;
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[') {   /* [v6]:port */
+        if (hl < 3 || s[hl - 1] != ']') return -1;
+        s++;
+        hl -= 2;
+    }
+    if (hl >= sizeof o->rdzv_host) return -1;
+    memcpy(o->rdzv_host, s, hl);
+    o->rdzv_host[hl] = '\0';
+    long port;
+    if (baton__parse_long(colon + 1, 1, 65535, &port) < 0) return -1;
+    o->rdzv_port = (int)port;
+    o->have_rdzv = 1;
+    return 0;
+}
+
+/* Returns -1 to go on, or the exit code (0 for --help, 2 for a usage error). */
+static int parse_args(int argc, char **argv, run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->nproc = 1;
+    o->nnodes = 1;
+    int i = 1;
+    while (i < argc) {
+        char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1]) break;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--tag-output")) {
+            o->tag = 1;
+            i++;
+            continue;
+        }
+        /* flags with a value: "--flag V", "--flag=V", "-n V", "-nV" */
+        const char *name = a, *val = NULL;
+        char namebuf[64];
+        const char *eq = strchr(a, '=');
+        if (a[1] == '-' && eq) {
+            size_t nl = (size_t)(eq - a);
+            if (nl >= sizeof namebuf) return usage_error("unknown option '%s'", a);
+            memcpy(namebuf, a, nl);
+            namebuf[nl] = '\0';
+            name = namebuf;
+            val = eq + 1;
+        } else if (a[1] == 'n' && a[2]) {
+            name = "-n";
+            val = a + 2;
+        }
+        enum { F_NPROC, F_NNODES, F_NODE_RANK, F_RDZV, F_RESTARTS, F_TIMEOUT } f;
+        if (!strcmp(name, "-n") || !strcmp(name, "--nproc-per-node")) f = F_NPROC;
+        else if (!strcmp(name, "--nnodes")) f = F_NNODES;
+        else if (!strcmp(name, "--node-rank")) f = F_NODE_RANK;
+        else if (!strcmp(name, "--rdzv")) f = F_RDZV;
+        else if (!strcmp(name, "--max-restarts")) f = F_RESTARTS;
+        else if (!strcmp(name, "--timeout")) f = F_TIMEOUT;
+        else return usage_error("unknown option '%s'", a);
+        if (!val) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", name);
+            val = argv[++i];
+        }
+        i++;
+        long v;
+        double d;
+        switch (f) {
+        case F_NPROC:
+            if (baton__parse_long(val, 1, MAX_NPROC, &v) < 0)
+                return usage_error("-n/--nproc-per-node '%s' is not an integer in 1..%d (e.g. -n 4)", val, MAX_NPROC);
+            o->nproc = v;
+            break;
+        case F_NNODES:
+            if (baton__parse_long(val, 1, MAX_NNODES, &v) < 0)
+                return usage_error("--nnodes '%s' is not an integer in 1..%d", val, MAX_NNODES);
+            o->nnodes = v;
+            break;
+        case F_NODE_RANK:
+            if (baton__parse_long(val, 0, MAX_NNODES - 1, &v) < 0)
+                return usage_error("--node-rank '%s' is not an integer in 0..%d", val, MAX_NNODES - 1);
+            o->node_rank = v;
+            break;
+        case F_RDZV:
+            if (parse_rdzv(val, o) < 0)
+                return usage_error("--rdzv '%s' is not HOST:PORT with a port in 1..65535 (e.g. --rdzv 10.0.0.1:29500)", val);
+            break;
+        case F_RESTARTS:
+            if (baton__parse_long(val, 0, MAX_RESTARTS, &v) < 0)
+                return usage_error("--max-restarts '%s' is not an integer in 0..%d", val, MAX_RESTARTS);
+            o->max_restarts = v;
+            break;
+        case F_TIMEOUT:
+            if (baton__parse_double(val, 1e-3, 1e7, &d) < 0)
+                return usage_error("--timeout '%s' is not a number of seconds in 0.001..1e7 (e.g. --timeout 300)", val);
+            o->timeout = val;
+            break;
+        }
+    }
+    if (i >= argc) return usage_error("no program given: usage: baton run [options] [--] PROGRAM [ARGS...]");
+    o->prog = argv + i;
+    if (o->node_rank >= o->nnodes)
+        return usage_error("--node-rank %ld must be below --nnodes %ld", o->node_rank, o->nnodes);
+    if (o->nnodes > 1 && !o->have_rdzv)
+        return usage_error("--nnodes %ld needs --rdzv HOST:PORT (where node 0 hosts the store; the same on every node)",
+                           o->nnodes);
+    if (o->nnodes > 1 && o->max_restarts > 0)
+        return usage_error("--max-restarts works on a single node only; drop it or use --nnodes 1");
+    if (o->nproc * o->nnodes > (1L << 20))
+        return usage_error("world size %ld x %ld is too large (at most %d)", o->nnodes, o->nproc, 1 << 20);
+    return -1;
+}
+
+/* ---- environment ----------------------------------------------------------------------------------- */
+
+static const char *const overridden[] = {
+    "BATON_RANK", "BATON_WORLD_SIZE", "BATON_LOCAL_RANK", "BATON_LOCAL_WORLD_SIZE", "BATON_NODE_RANK",
+    "BATON_NNODES", "BATON_RESTART_COUNT", "BATON_STORE_ADDR", "BATON_SECRET", "BATON_JOB_ID", "RANK",
+    "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+};
+
+typedef struct {
+    const run_opts *o;
+    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
+    char job_id[17];
+    char store_host[256];         /* what workers connect to */
+    int store_port;
+    int restart;
+} job;
+
+static int is_overridden(const char *kv, const char *timeout) {
+    for (size_t k = 0; k < sizeof overridden / sizeof overridden[0]; k++) {
+        size_t n = strlen(overridden[k]);
+        if (!strncmp(kv, overridden[k], n) && kv[n] == '=') return 1;
+    }
+    return timeout && !strncmp(kv, "BATON_TIMEOUT=", 14);
+}
+
+static void free_env(char **env) {
+    if (!env) return;
+    for (char **p = env; *p; p++) free(*p);
+    free(env);
+}
+
+static char **build_env(const job *j, int local_rank) {
+    const run_opts *o = j->o;
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 32, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_overridden(environ[i], o->timeout) && !(env[k++] = strdup(environ[i]))) goto oom;
+    long rank = o->node_rank * o->nproc + local_rank, world = o->nnodes * o->nproc;
+    int v6 = strchr(j->store_host, ':') != NULL;
+    char addr[300];
+    snprintf(addr, sizeof addr, v6 ? "[%s]:%d" : "%s:%d", j->store_host, j->store_port);
+#define PUT(...)                                                             \
+    do {                                                                     \
+        char tmp[400];                                                       \
+        snprintf(tmp, sizeof tmp, __VA_ARGS__);                              \
+        if (!(env[k++] = strdup(tmp))) goto oom;                             \
+    } while (0)
+    PUT("BATON_RANK=%ld", rank);
+    PUT("BATON_WORLD_SIZE=%ld", world);
+    PUT("BATON_LOCAL_RANK=%d", local_rank);
+    PUT("BATON_LOCAL_WORLD_SIZE=%ld", o->nproc);
+    PUT("BATON_NODE_RANK=%ld", o->node_rank);
+    PUT("BATON_NNODES=%ld", o->nnodes);
+    PUT("BATON_RESTART_COUNT=%d", j->restart);
+    PUT("BATON_STORE_ADDR=%s", addr);
+    PUT("BATON_SECRET=%s", j->secret_hex);
+    PUT("BATON_JOB_ID=%s", j->job_id);
+    if (o->timeout) PUT("BATON_TIMEOUT=%s", o->timeout);
+    PUT("RANK=%ld", rank);
+    PUT("WORLD_SIZE=%ld", world);
+    PUT("LOCAL_RANK=%d", local_rank);
+    PUT("LOCAL_WORLD_SIZE=%ld", o->nproc);
+    PUT("GROUP_RANK=%ld", o->node_rank);
+    PUT("GROUP_WORLD_SIZE=%ld", o->nnodes);
+    PUT("MASTER_ADDR=%s", j->store_host);
+    PUT("MASTER_PORT=%d", j->store_port);
+    PUT("TORCHELASTIC_RESTART_COUNT=%d", j->restart);
+#undef PUT
+    env[k] = NULL;
+    return env;
+oom:
+    free_env(env);
+    return NULL;
+}
+
+/* ---- shared-memory leftovers ----------------------------------------------------------------------- */
+
+static void remove_shm_leftovers(const char *job_id) {
+    char prefix[64];
+    int pl = snprintf(prefix, sizeof prefix, "baton-%s-", job_id);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, (size_t)pl) && unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+    closedir(d);
+    if (removed) BATON_INFO("baton run: removed %d shared-memory leftover(s) /dev/shm/%s*", removed, prefix);
+}
+
+/* ---- one attempt ----------------------------------------------------------------------------------- */
+
+/* Spawns the local workers with the job's environment and waits for them. Returns 0 with *out filled, or
+ * -1 when they could not be started. */
+static int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out) {
+    const run_opts *o = j->o;
+    int n = (int)o->nproc;
+    char ***envs = calloc((size_t)n, sizeof *envs);
+    int *ranks = calloc((size_t)n, sizeof *ranks);
+    int rc = -1;
+    memset(g, 0, sizeof *g);
+    if (!envs || !ranks) goto done;
+    for (int i = 0; i < n; i++) {
+        ranks[i] = (int)(o->node_rank * o->nproc + i);
+        if (!(envs[i] = build_env(j, i))) goto done;
+    }
+    if (run_group_spawn(g, n, ranks, o->prog, (char **const *)envs, o->tag) < 0) goto done;
+    *out = run_group_wait(g, sigfd, poll, ctx);
+    rc = 0;
+done:
+    if (rc < 0 && (!envs || !ranks)) fprintf(stderr, "baton run: out of memory\n");
+    for (int i = 0; envs && i < n; i++) free_env(envs[i]);
+    free(envs);
+    free(ranks);
+    return rc;
+}
+
+static int exit_code_for(const run_outcome *oc) {
+    if (oc->result == RUN_OK) return 0;
+    if (oc->result == RUN_INTERRUPTED) return 128 + oc->signo;
+    return 1;
+}
+
+static int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv) {
+    if (baton_store_server_start(host, port, secret, BATON_STORE_SECRET_BYTES, srv) < 0) {
+        fprintf(stderr, "baton run: cannot start the rendezvous store on %s:%d: %s\n", host, port, baton_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
+    const run_opts *o = j->o;
+    const char *host = o->have_rdzv ? o->rdzv_host : "127.0.0.1";
+    char history[4096] = "";
+    size_t hl = 0;
+    for (int attempt = 0;; attempt++) {
+        j->restart = attempt;
+        baton_store_server *srv = NULL;
+        if (start_store(host, o->have_rdzv ? o->rdzv_port : 0, secret, &srv) < 0) return 1;
+        snprintf(j->store_host, sizeof j->store_host, "%s", host);
+        j->store_port = baton_store_server_port(srv);
+        run_group g;
+        run_outcome oc;
+        int rc = run_attempt(j, sigfd, NULL, NULL, &g, &oc);
+        baton_store_server_stop(srv);
+        remove_shm_leftovers(j->job_id);
+        if (rc < 0) {
+            run_group_free(&g);
+            return 1;
+        }
+        char prefix[64] = "";
+        if (o->max_restarts > 0) snprintf(prefix, sizeof prefix, "attempt %d: ", attempt);
+        if (oc.result == RUN_OK) {
+            run_group_free(&g);
+            return 0;
+        }
+        run_group_report(&g, prefix);
+        for (int i = 0; i < g.n && hl < sizeof history - 128; i++)
+            if (!g.w[i].stopped && !(WIFEXITED(g.w[i].status) && WEXITSTATUS(g.w[i].status) == 0)) {
+                char how[96];
+                run_describe_status(g.w[i].status, how, sizeof how);
+                hl += (size_t)snprintf(history + hl, sizeof history - hl, "baton run:   attempt %d: rank %d %s\n",
+                                       attempt, g.w[i].rank, how);
+            }
+        run_group_free(&g);
+        if (oc.result != RUN_FAILED) return exit_code_for(&oc);
+        if (attempt >= o->max_restarts) {
+            if (o->max_restarts > 0)
+                fprintf(stderr, "baton run: giving up after %ld restart(s); every failure:\n%s", o->max_restarts, history);
+            return 1;
+        }
+        fprintf(stderr, "baton run: restarting all %ld workers (restart %d of %ld)\n", o->nproc, attempt + 1,
+                o->max_restarts);
+    }
+}
+
+/* ---- multi-node ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    baton_store *st;
+    const run_opts *o;
+} remote_ctx;
+
+/* run_poll_fn: has another node asked to stop, or is the store gone? */
+static int poll_abort(void *p, char *why, size_t len) {
+    remote_ctx *c = p;
+    int exists = 0;
+    if (baton_store_check(c->st, "job/abort", &exists) < 0) {
+        snprintf(why, len, "lost the rendezvous store at %s:%d (%s); did node 0's launcher die?", c->o->rdzv_host,
+                 c->o->rdzv_port, baton_last_error());
+        return 1;
+    }
+    if (!exists) return 0;
+    void *v = NULL;
+    size_t n = 0;
+    if (baton_store_get(c->st, "job/abort", &v, &n, 1.0) == 0) snprintf(why, len, "%s", (char *)v);
+    else snprintf(why, len, "another node asked to stop");
+    free(v);
+    return 1;
+}
+
+/* A pending SIGINT / SIGTERM / SIGHUP during the rendezvous or the final wait: returns the signal or 0. */
+static int pending_stop_signal(int sigfd) {
+    struct signalfd_siginfo si;
+    int got = 0;
+    while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        if (si.ssi_signo != SIGCHLD) got = (int)si.ssi_signo;
+    return got;
+}
+
+static int store_long(baton_store *st, const char *key, long *out) {
+    void *v;
+    size_t n;
+    int rc = baton_store_get(st, key, &v, &n, 10.0);
+    if (rc < 0) return rc;
+    rc = baton__parse_long(v, 0, 1L << 30, out);
+    free(v);
+    return rc;
+}
+
+/* Steps 1-4 of the header comment. Returns 0, or the exit code. */
+static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
+    const run_opts *o = j->o;
+    char key[64], val[32];
+    int64_t r;
+    snprintf(key, sizeof key, "launcher/%ld/claimed", o->node_rank);
+    if (baton_store_add(st, key, 1, &r) < 0) goto store_err;
+    if (r != 1) {
+        fprintf(stderr, "baton run: node rank %ld is already taken by another launcher; give each launcher a distinct "
+                "--node-rank in 0..%ld\n", o->node_rank, o->nnodes - 1);
+        return 1;
+    }
+    snprintf(key, sizeof key, "launcher/%ld/nproc", o->node_rank);
+    int vl = snprintf(val, sizeof val, "%ld", o->nproc);
+    if (baton_store_set(st, key, val, (size_t)vl) < 0) goto store_err;
+    if (o->node_rank == 0) {
+        vl = snprintf(val, sizeof val, "%ld", o->nnodes);
+        if (baton_store_set(st, "job/nnodes", val, (size_t)vl) < 0) goto store_err;
+        if (baton_store_set(st, "job/id", j->job_id, strlen(j->job_id)) < 0) goto store_err;
+    }
+    if (baton_store_add(st, "launcher/joined", 1, &r) < 0) goto store_err;
+    uint64_t deadline = baton__deadline_after(rdzv_timeout);
+    int checked_nnodes = o->node_rank == 0;
+    for (;;) {
+        if (!checked_nnodes) {
+            int exists = 0;
+            if (baton_store_check(st, "job/nnodes", &exists) < 0) goto store_err;
+            if (exists) {
+                long nn;
+                if (store_long(st, "job/nnodes", &nn) < 0) goto store_err;
+                if (nn != o->nnodes) {
+                    fprintf(stderr, "baton run: node 0 runs with --nnodes %ld but this launcher (node %ld) with --nnodes "
+                            "%ld; pass the same --nnodes to every launcher\n", nn, o->node_rank, o->nnodes);
+                    return 1;
+                }
+                checked_nnodes = 1;
+            }
+        }
+        if (baton_store_add(st, "launcher/joined", 0, &r) < 0) goto store_err;
+        if (r >= o->nnodes && checked_nnodes) break;
+        int sig = pending_stop_signal(sigfd);
+        if (sig) {
+            fprintf(stderr, "baton run: got SIG%s while waiting for the other launchers\n", sigabbrev_np(sig));
+            return 128 + sig;
+        }
+        if (baton__now_ns() >= deadline) {
+            fprintf(stderr, "baton run: only %lld of %ld launchers joined the rendezvous at %s:%d within %.0f s; start "
+                    "one launcher per node rank 0..%ld (or raise BATON_RDZV_TIMEOUT)\n", (long long)r, o->nnodes,
+                    o->rdzv_host, o->rdzv_port, rdzv_timeout, o->nnodes - 1);
+            return 1;
+        }
+        baton__sleep_ns(100000000ull);
+    }
+    if (r > o->nnodes) {
+        fprintf(stderr, "baton run: %lld launchers joined but --nnodes is %ld; pass the same --nnodes to every "
+                "launcher\n", (long long)r, o->nnodes);
+        return 1;
+    }
+    for (long k = 0; k < o->nnodes; k++) {
+        long np;
+        snprintf(key, sizeof key, "launcher/%ld/nproc", k);
+        if (store_long(st, key, &np) < 0) goto store_err;
+        if (np != o->nproc) {
+            fprintf(stderr, "baton run: node %ld runs -n %ld but this launcher (node %ld) runs -n %ld; every node needs "
+                    "the same --nproc-per-node\n", k, np, o->node_rank, o->nproc);
+            return 1;
+        }
+    }
+    if (o->node_rank != 0) {
+        void *v;
+        size_t n;
+        if (baton_store_get(st, "job/id", &v, &n, 10.0) < 0) goto store_err;
+        if (n != 16) {
+            free(v);
+            fprintf(stderr, "baton run: node 0 published a malformed job id\n");
+            return 1;
+        }
+        memcpy(j->job_id, v, 17);
+        free(v);
+    }
+    return 0;
+store_err:
+    fprintf(stderr, "baton run: rendezvous with the other launchers at %s:%d failed: %s\n", o->rdzv_host, o->rdzv_port,
+            baton_last_error());
+    return 1;
+}
+
+static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
+    const run_opts *o = j->o;
+    double rdzv_timeout = 300;
+    if (baton__env_double("BATON_RDZV_TIMEOUT", 300, 0.1, 1e7, &rdzv_timeout) == BATON_EINVAL) {
+        fprintf(stderr, "baton run: %s\n", baton_last_error());
+        return 2;
+    }
+    baton_store_server *srv = NULL;
+    if (o->node_rank == 0 && start_store(o->rdzv_host, o->rdzv_port, secret, &srv) < 0) return 1;
+    baton_store *st = NULL;
+    int code = 1;
+    if (baton_store_connect(o->rdzv_host, o->rdzv_port, secret, BATON_STORE_SECRET_BYTES, rdzv_timeout, &st) < 0) {
+        fprintf(stderr, "baton run: cannot reach the rendezvous store at %s:%d: %s\n", o->rdzv_host, o->rdzv_port,
+                baton_last_error());
+        goto out;
+    }
+    code = rendezvous(j, st, rdzv_timeout, sigfd);
+    if (code != 0) goto out;
+    snprintf(j->store_host, sizeof j->store_host, "%s", o->rdzv_host);
+    j->store_port = o->rdzv_port;
+
+    remote_ctx ctx = {st, o};
+    run_group g;
+    run_outcome oc;
+    int started = run_attempt(j, sigfd, poll_abort, &ctx, &g, &oc) == 0;
+    if (!started) {
+        memset(&oc, 0, sizeof oc);
+        oc.result = RUN_FAILED;
+        snprintf(oc.why, sizeof oc.why, "node %ld could not start its workers", o->node_rank);
+    }
+    if (oc.result == RUN_FAILED || oc.result == RUN_INTERRUPTED) {
+        char why[256] = "";
+        for (int i = 0; started && i < g.n && !why[0]; i++)
+            if (!g.w[i].stopped && !(WIFEXITED(g.w[i].status) && WEXITSTATUS(g.w[i].status) == 0)) {
+                char how[96];
+                run_describe_status(g.w[i].status, how, sizeof how);
+                snprintf(why, sizeof why, "node %ld: rank %d %s", o->node_rank, g.w[i].rank, how);
+            }
+        if (!why[0] && oc.result == RUN_INTERRUPTED)
+            snprintf(why, sizeof why, "node %ld: launcher interrupted by SIG%s", o->node_rank, sigabbrev_np(oc.signo));
+        if (!why[0]) snprintf(why, sizeof why, "%s", oc.why);
+        if (baton_store_set(st, "job/abort", why, strlen(why)) < 0)
+            BATON_WARN("baton run: could not tell the other nodes to stop: %s", baton_last_error());
+    }
+    if (started) run_group_report(&g, "");
+    if (oc.result == RUN_REMOTE) fprintf(stderr, "baton run: stopped because of another node: %s\n", oc.why);
+    run_group_free(&g);
+    code = exit_code_for(&oc);
+
+    /* step 6: wait until every launcher is done, so that node 0's store outlives everybody's workers */
+    int64_t done = 0;
+    if (baton_store_add(st, "job/done", 1, &done) == 0) {
+        uint64_t deadline = baton__deadline_after(DONE_WAIT_S);
+        int said = 0;
+        while (done < o->nnodes && baton__now_ns() < deadline) {
+            if (pending_stop_signal(sigfd)) break;
+            if (!said && o->node_rank == 0) {
+                BATON_INFO("baton run: node 0 is done; keeping the store up until the other %ld node(s) finish",
+                           o->nnodes - (long)done);
+                said = 1;
+            }
+            baton__sleep_ns(100000000ull);
+            if (baton_store_add(st, "job/done", 0, &done) < 0) break;   /* node 0 saw everybody done and left */
+        }
+        int exists = 0;
+        if (code == 0 && baton_store_check(st, "job/abort", &exists) == 0 && exists) {
+            char why[256];
+            poll_abort(&ctx, why, sizeof why);
+            fprintf(stderr, "baton run: this node's workers succeeded but the job failed elsewhere: %s\n", why);
+            code = 1;
+        }
+    }
+out:
+    baton_store_close(st);
+    baton_store_server_stop(srv);
+    if (j->job_id[0]) remove_shm_leftovers(j->job_id);
+    return code;
+}
+
+/* ---- entry ----------------------------------------------------------------------------------------- */
+
+int baton_cmd_run(int argc, char **argv) {
+    run_opts o;
+    int code = parse_args(argc, argv, &o);
+    if (code >= 0) return code;
+
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = &o;
+    uint8_t secret[BATON_STORE_SECRET_BYTES];
+    if (o.nnodes > 1) {
+        const char *hex = getenv("BATON_SECRET");
+        if (!hex || !*hex) {
+            fprintf(stderr, "baton run: --nnodes %ld needs the same BATON_SECRET on every launcher; e.g. export "
+                    "BATON_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n') and copy it to every node\n",
+                    o.nnodes);
+            return 2;
+        }
+        if (baton_secret_parse(hex, secret) < 0) {
+            fprintf(stderr, "baton run: BATON_SECRET: %s\n", baton_last_error());
+            return 2;
+        }
+    } else if (baton_secret_generate(secret) < 0) {
+        fprintf(stderr, "baton run: cannot make a job secret: %s\n", baton_last_error());
+        return 1;
+    }
+    baton_secret_format(secret, j.secret_hex);
+    if (o.nnodes == 1 || o.node_rank == 0) {   /* other nodes learn node 0's id at the rendezvous */
+        uint8_t rnd[BATON_STORE_SECRET_BYTES];
+        char hex[2 * BATON_STORE_SECRET_BYTES + 1];
+        if (baton_secret_generate(rnd) < 0) {
+            fprintf(stderr, "baton run: cannot make a job id: %s\n", baton_last_error());
+            return 1;
+        }
+        baton_secret_format(rnd, hex);
+        memcpy(j.job_id, hex, 16);   /* 64 random bits as 16 hex characters */
+        j.job_id[16] = '\0';
+    }
+
+    /* the store's thread and every later thread block these; the main thread reads them from a signalfd */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    static const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t k = 0; k < sizeof stop_sigs / sizeof stop_sigs[0]; k++) {
+        struct sigaction cur;   /* a signal ignored on entry (nohup, `cmd &` in sh) stays ignored, for workers too */
+        if (sigaction(stop_sigs[k], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN) continue;
+        sigaddset(&mask, stop_sigs[k]);
+    }
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sigfd < 0) {
+        fprintf(stderr, "baton run: signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sigaction ign, old_pipe;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &old_pipe);
+    struct rlimit rl;   /* workers and the store may want many descriptors */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+
+    code = o.nnodes > 1 ? run_multi_node(&j, secret, sigfd) : run_single_node(&j, secret, sigfd);
+
+    /* the signals stay blocked: one that arrives now must not kill us before main() returns the code */
+    close(sigfd);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+    memset(secret, 0, sizeof secret);
+    return code;
+}

@@ -1,0 +1,75 @@
+/* run.h: internals of `baton run` shared by tools/run.c (flags, store, attempts, multi-node) and
+ * tools/run_group.c (one attempt's worker processes: spawn, output relay, signals, reaping, stopping).
+ *
+ *   run_group g;
+ *   run_group_spawn(&g, &spec, envs);           // forks N workers into one new process group
+ *   run_outcome o = run_group_wait(&g, sigfd, poll_remote, ctx);
+ *   run_group_report(&g, &o, "attempt 0: ");   // "baton run: rank 2 exited with code 3", ...
+ *   run_group_free(&g);
+ */
+#ifndef BATON_TOOLS_RUN_H
+#define BATON_TOOLS_RUN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+enum {
+    RUN_GRACE_MS = 3000,   /* SIGTERM -> SIGKILL when the launcher stops its workers */
+    RUN_SETTLE_MS = 500,   /* after a worker fails, how long the others get to notice and exit on their own
+                            * (so that they can say which rank died) before the SIGTERM */
+};
+
+typedef struct {
+    int len, cap;                 /* bytes buffered / capacity */
+    char *buf;                    /* one partial line of a worker's stdout or stderr */
+} run_linebuf;
+
+typedef struct {
+    int rank;                     /* global rank */
+    pid_t pid;
+    int running;                  /* not reaped yet */
+    int status;                   /* wait status once reaped */
+    int stopped;                  /* still running when the launcher began stopping the group */
+    uint64_t ended_ns;            /* when it was seen to end (CLOCK_MONOTONIC), 0 while running */
+    int fd[2];                    /* relay pipes for stdout / stderr (--tag-output), -1 if none or closed */
+    run_linebuf lb[2];
+} run_worker;
+
+typedef struct {
+    int n;                        /* local workers */
+    run_worker *w;
+    pid_t pgid;                   /* the workers' process group */
+    int tag;                      /* --tag-output */
+    int running;                  /* workers not reaped yet */
+} run_group;
+
+typedef enum {
+    RUN_OK = 0,                   /* every worker exited 0 */
+    RUN_FAILED,                   /* a local worker failed; the rest were stopped */
+    RUN_INTERRUPTED,              /* the launcher got SIGINT / SIGTERM / SIGHUP and stopped the workers */
+    RUN_REMOTE,                   /* another node reported a failure (or its store vanished); stopped */
+} run_result;
+
+typedef struct {
+    run_result result;
+    int signo;                    /* RUN_INTERRUPTED: the signal received */
+    char why[256];                /* RUN_REMOTE: what the other node reported */
+} run_outcome;
+
+/* Returns 1 (and fills why) when the job must stop because of something outside this launcher; called
+ * about every 250 ms while workers run, if not NULL. */
+typedef int (*run_poll_fn)(void *ctx, char *why, size_t why_len);
+
+/* Forks one worker per envs[i] (a NULL-terminated "K=V" array) running argv. Returns 0, or -1 after a
+ * message (the workers already started are killed and reaped). */
+int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag);
+run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll, void *ctx);
+/* Prints one line per failed or stopped worker to stderr, each prefixed with prefix. Returns how many
+ * workers failed on their own (the root causes). */
+int run_group_report(const run_group *g, const char *prefix);
+void run_group_free(run_group *g);
+
+/* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
+void run_describe_status(int status, char *out, size_t len);
+
+#endif

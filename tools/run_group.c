@@ -1,0 +1,373 @@
+/* run_group.c: one attempt's local workers for `baton run`.
+ *
+ * Workers are forked into one new process group (the first worker leads it), with stdin from /dev/null,
+ * every signal unblocked and PR_SET_PDEATHSIG(SIGKILL), so a launcher that is itself SIGKILLed does not
+ * leave workers behind. The launcher signals the group (and each worker pid, in case one left the group)
+ * only while at least one worker is unreaped, so the group id cannot have been reused.
+ *
+ * One poll loop watches the launcher's signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP), the relay pipes of
+ * --tag-output and the deadlines: the first failure (non-zero exit or death by signal) or a received
+ * signal starts the stop (SIGTERM, or the received signal, to the group; SIGKILL RUN_GRACE_MS later, or at
+ * once on a second SIGINT / SIGTERM). Workers still running when the stop began are reported as stopped,
+ * apart from the root causes. With --tag-output each line is written with one write() as "[rank R] line";
+ * a line longer than 64 KiB is cut into 64 KiB pieces; a last line without newline gets one at EOF. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "run.h"
+#include "util/util.h"
+
+enum { LINE_CAP = 64 * 1024, POLL_REMOTE_MS = 250, DRAIN_MS = 500 };
+
+static const char *sig_name(int sig) {
+    const char *s = sigabbrev_np(sig);
+    return s ? s : "?";
+}
+
+void run_describe_status(int status, char *out, size_t len) {
+    if (WIFEXITED(status)) snprintf(out, len, "exited with code %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, len, "killed by signal %d (SIG%s)%s", WTERMSIG(status), sig_name(WTERMSIG(status)),
+                 WCOREDUMP(status) ? ", core dumped" : "");
+    else snprintf(out, len, "ended with wait status 0x%x", (unsigned)status);
+}
+
+static int failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+/* ---- spawning -------------------------------------------------------------------------------------- */
+
+static void child_write(const char *s) {
+    ssize_t r = write(2, s, strlen(s));
+    (void)r;
+}
+
+static _Noreturn void child_exec(pid_t launcher, pid_t pgid, int devnull, const int out[2], char *const argv[],
+                                 char *const env[]) {
+    setpgid(0, pgid);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(127);   /* the launcher died before prctl took effect */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL);
+    dup2(devnull, 0);
+    if (out[0] >= 0) dup2(out[0], 1);
+    if (out[1] >= 0) dup2(out[1], 2);
+    execvpe(argv[0], argv, env);
+    int e = errno;
+    child_write("baton run: cannot execute '");
+    child_write(argv[0]);
+    child_write("': ");
+    child_write(strerror(e));
+    child_write(e == ENOENT ? " (check the program path or PATH)\n" : "\n");
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+static void signal_group(run_group *g, int sig) {
+    if (g->running <= 0) return;
+    if (g->pgid > 0) kill(-g->pgid, sig);
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].running) kill(g->w[i].pid, sig);
+}
+
+static void reap_all(run_group *g) {
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+        for (int i = 0; i < g->n; i++)
+            if (g->w[i].running && g->w[i].pid == pid) {
+                g->w[i].running = 0;
+                g->w[i].status = st;
+                g->w[i].ended_ns = baton__now_ns();
+                g->running--;
+            }
+}
+
+int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag) {
+    memset(g, 0, sizeof *g);
+    g->n = n;
+    g->tag = tag;
+    g->w = calloc((size_t)n, sizeof *g->w);
+    if (!g->w) {
+        fprintf(stderr, "baton run: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) g->w[i].fd[0] = g->w[i].fd[1] = -1;
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0) {
+        fprintf(stderr, "baton run: cannot open /dev/null: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t self = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < n; i++) {
+        run_worker *w = &g->w[i];
+        w->rank = ranks[i];
+        int child_out[2] = {-1, -1};
+        if (tag) {
+            for (int s = 0; s < 2; s++) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) != 0) goto fail_sys;
+                fcntl(p[0], F_SETFL, O_NONBLOCK);
+                w->fd[s] = p[0];
+                child_out[s] = p[1];
+                w->lb[s].cap = LINE_CAP;
+                w->lb[s].buf = malloc(LINE_CAP);
+                if (!w->lb[s].buf) goto fail_sys;
+            }
+        }
+        pid_t pid = fork();
+        if (pid < 0) goto fail_sys;
+        if (pid == 0) child_exec(self, g->pgid, devnull, child_out, argv, envs[i]);
+        if (g->pgid == 0) g->pgid = pid;
+        setpgid(pid, g->pgid);   /* also done by the child; whichever runs first wins, the other is a no-op */
+        w->pid = pid;
+        w->running = 1;
+        g->running++;
+        for (int s = 0; s < 2; s++)
+            if (child_out[s] >= 0) close(child_out[s]);
+        continue;
+    fail_sys:
+        fprintf(stderr, "baton run: cannot start worker for rank %d: %s\n", ranks[i], strerror(errno));
+        for (int s = 0; s < 2; s++)
+            if (child_out[s] >= 0) close(child_out[s]);
+        signal_group(g, SIGKILL);
+        while (g->running > 0) {
+            int st;
+            pid_t p = waitpid(-1, &st, 0);
+            if (p < 0 && errno != EINTR) break;
+            for (int k = 0; k < g->n; k++)
+                if (g->w[k].running && g->w[k].pid == p) {
+                    g->w[k].running = 0;
+                    g->running--;
+                }
+        }
+        close(devnull);
+        return -1;
+    }
+    close(devnull);
+    return 0;
+}
+
+/* ---- output relay ---------------------------------------------------------------------------------- */
+
+static void emit(const run_worker *w, int s, const char *line, int len) {
+    char prefix[32];
+    int pl = snprintf(prefix, sizeof prefix, "[rank %d] ", w->rank);
+    char *buf = malloc((size_t)pl + (size_t)len + 1);
+    if (!buf) return;
+    memcpy(buf, prefix, (size_t)pl);
+    memcpy(buf + pl, line, (size_t)len);
+    buf[pl + len] = '\n';
+    baton__write_full(s == 0 ? 1 : 2, buf, (size_t)pl + (size_t)len + 1);
+    free(buf);
+}
+
+/* Reads what is there; emits complete lines. Returns 0, or -1 at EOF (the pipe is closed). */
+static int relay(run_worker *w, int s) {
+    run_linebuf *lb = &w->lb[s];
+    for (;;) {
+        ssize_t r = read(w->fd[s], lb->buf + lb->len, (size_t)(lb->cap - lb->len));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (r <= 0) {
+            if (lb->len) emit(w, s, lb->buf, lb->len);
+            lb->len = 0;
+            close(w->fd[s]);
+            w->fd[s] = -1;
+            return -1;
+        }
+        lb->len += (int)r;
+        int start = 0;
+        for (int i = lb->len - (int)r; i < lb->len; i++)
+            if (lb->buf[i] == '\n') {
+                emit(w, s, lb->buf + start, i - start);
+                start = i + 1;
+            }
+        if (start == 0 && lb->len == lb->cap) {   /* a line longer than the buffer: pass it on in pieces */
+            emit(w, s, lb->buf, lb->len);
+            lb->len = 0;
+        } else if (start > 0) {
+            memmove(lb->buf, lb->buf + start, (size_t)(lb->len - start));
+            lb->len -= start;
+        }
+    }
+}
+
+/* ---- the wait loop --------------------------------------------------------------------------------- */
+
+static void begin_stop(run_group *g, int sig, int *stopping, uint64_t *kill_at) {
+    *stopping = 1;
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].running) g->w[i].stopped = 1;
+    signal_group(g, sig);
+    *kill_at = baton__now_ns() + (uint64_t)RUN_GRACE_MS * 1000000ull;
+}
+
+run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, void *ctx) {
+    run_outcome o;
+    memset(&o, 0, sizeof o);
+    int stopping = 0, killed = 0;
+    uint64_t kill_at = UINT64_MAX, drain_until = 0, settle_until = 0;
+    uint64_t next_poll = baton__now_ns() + POLL_REMOTE_MS * 1000000ull;
+    struct pollfd *pfd = calloc((size_t)(2 * g->n + 1), sizeof *pfd);
+    int *who = calloc((size_t)(2 * g->n + 1), sizeof *who);
+    if (!pfd || !who) {
+        fprintf(stderr, "baton run: out of memory; stopping the workers\n");
+        signal_group(g, SIGKILL);
+        while (g->running > 0 && waitpid(-1, NULL, 0) > 0) g->running--;
+        o.result = RUN_FAILED;
+        free(pfd);
+        free(who);
+        return o;
+    }
+    for (;;) {
+        uint64_t now = baton__now_ns();
+        int nfd = 0;
+        pfd[nfd++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+        for (int i = 0; i < g->n; i++)
+            for (int s = 0; s < 2; s++)
+                if (g->w[i].fd[s] >= 0) {
+                    who[nfd] = 2 * i + s;
+                    pfd[nfd++] = (struct pollfd){.fd = g->w[i].fd[s], .events = POLLIN};
+                }
+        if (g->running == 0) {
+            if (!drain_until) drain_until = now + DRAIN_MS * 1000000ull;
+            if (nfd == 1 || now >= drain_until) break;   /* a grandchild may hold a pipe open: don't wait on it */
+        }
+        uint64_t wake = UINT64_MAX;
+        if (stopping && !killed) wake = kill_at;
+        if (settle_until && !stopping && settle_until < wake) wake = settle_until;
+        if (poll_remote && !stopping && g->running > 0 && next_poll < wake) wake = next_poll;
+        if (drain_until && drain_until < wake) wake = drain_until;
+        int timeout = -1;
+        if (wake != UINT64_MAX) timeout = wake > now ? (int)((wake - now + 999999ull) / 1000000ull) : 0;
+        int r = poll(pfd, (nfds_t)nfd, timeout);
+        if (r < 0 && errno != EINTR) {
+            fprintf(stderr, "baton run: poll: %s\n", strerror(errno));
+            break;
+        }
+        if (r > 0 && (pfd[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGCHLD) continue;
+                if (!stopping) {
+                    o.result = RUN_INTERRUPTED;
+                    o.signo = sig;
+                    fprintf(stderr, "baton run: got SIG%s; stopping the workers\n", sig_name(sig));
+                    begin_stop(g, sig, &stopping, &kill_at);
+                } else if (!killed && sig != SIGHUP) {
+                    fprintf(stderr, "baton run: got SIG%s again; killing the workers\n", sig_name(sig));
+                    signal_group(g, SIGKILL);
+                    killed = 1;
+                }
+            }
+        }
+        for (int k = 1; r > 0 && k < nfd; k++)
+            if (pfd[k].revents) relay(&g->w[who[k] / 2], who[k] % 2);
+        /* reap everything that ended, then decide: all failures seen before the stop are root causes */
+        reap_all(g);
+        now = baton__now_ns();
+        if (!stopping && !settle_until)
+            for (int i = 0; i < g->n; i++)
+                if (!g->w[i].running && failed(g->w[i].status)) {
+                    /* The others get a moment to see the failure themselves and say so. */
+                    o.result = RUN_FAILED;
+                    settle_until = now + (uint64_t)RUN_SETTLE_MS * 1000000ull;
+                    break;
+                }
+        if (settle_until && !stopping && (now >= settle_until || g->running == 0))
+            begin_stop(g, SIGTERM, &stopping, &kill_at);
+        if (poll_remote && !stopping && g->running > 0 && now >= next_poll) {
+            next_poll = now + POLL_REMOTE_MS * 1000000ull;
+            if (poll_remote(ctx, o.why, sizeof o.why)) {
+                o.result = RUN_REMOTE;
+                begin_stop(g, SIGTERM, &stopping, &kill_at);
+            }
+        }
+        if (stopping && !killed && baton__now_ns() >= kill_at) {
+            signal_group(g, SIGKILL);
+            killed = 1;
+        }
+    }
+    /* whatever still runs (only after a poll failure) is killed and reaped: nobody is left behind */
+    if (g->running > 0) {
+        signal_group(g, SIGKILL);
+        while (g->running > 0) {
+            int st;
+            pid_t p = waitpid(-1, &st, 0);
+            if (p < 0 && errno != EINTR) break;
+            for (int i = 0; i < g->n; i++)
+                if (g->w[i].running && g->w[i].pid == p) {
+                    g->w[i].running = 0;
+                    g->w[i].status = st;
+                    g->running--;
+                }
+        }
+    }
+    for (int i = 0; i < g->n; i++)
+        for (int s = 0; s < 2; s++)
+            if (g->w[i].fd[s] >= 0) {
+                if (g->w[i].lb[s].len) emit(&g->w[i], s, g->w[i].lb[s].buf, g->w[i].lb[s].len);
+                g->w[i].lb[s].len = 0;
+                close(g->w[i].fd[s]);
+                g->w[i].fd[s] = -1;
+            }
+    free(pfd);
+    free(who);
+    return o;
+}
+
+int run_group_report(const run_group *g, const char *prefix) {
+    int causes = 0, first = -1;
+    char how[96];
+    /* The first failure is the likely root cause; the ones that followed it within the settle window are
+     * usually ranks that saw it (their own output says what they saw). */
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (w->stopped || !failed(w->status)) continue;
+        if (first < 0 || w->ended_ns < g->w[first].ended_ns) first = i;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (w->stopped || !failed(w->status)) continue;
+        run_describe_status(w->status, how, sizeof how);
+        if (i == first)
+            fprintf(stderr, "baton run: %srank %d %s%s\n", prefix, w->rank, how, " (first failure)");
+        else
+            fprintf(stderr, "baton run: %srank %d %s (after rank %d failed)\n", prefix, w->rank, how, g->w[first].rank);
+        causes++;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (!w->stopped) continue;
+        run_describe_status(w->status, how, sizeof how);
+        fprintf(stderr, "baton run: %srank %d stopped by the launcher (%s)\n", prefix, w->rank, how);
+    }
+    return causes;
+}
+
+void run_group_free(run_group *g) {
+    if (!g || !g->w) return;
+    for (int i = 0; i < g->n; i++)
+        for (int s = 0; s < 2; s++) {
+            if (g->w[i].fd[s] >= 0) close(g->w[i].fd[s]);
+            free(g->w[i].lb[s].buf);
+        }
+    free(g->w);
+    g->w = NULL;
+}
