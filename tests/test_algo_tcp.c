@@ -15,6 +15,7 @@
 #include "comm/algo.h"
 #include "comm/algo_util.h"
 #include "harness.h"
+#include "transport/frame.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -43,6 +44,20 @@ struct mesh {
 
 typedef struct { mesh *m; int rank; } targ;
 
+/* The TCP ops without sendrecv_pieces, as a transport that lacks it would present them. */
+static baton_transport_ops nopieces_ops;
+static const baton_transport_ops *tcp_ops_seen;
+static void copy_ops(void) {
+    nopieces_ops = *tcp_ops_seen;
+    nopieces_ops.sendrecv_pieces = NULL;
+}
+static void init_nopieces(baton_transport *t) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    __atomic_store_n(&tcp_ops_seen, t->ops, __ATOMIC_SEQ_CST);
+    pthread_once(&once, copy_ops);
+}
+
+
 static void *rank_main(void *p) {
     targ *a = p;
     mesh *m = a->m;
@@ -63,6 +78,8 @@ static void *rank_main(void *p) {
         return NULL;
     }
     ASSERT_STR_EQ(t->ops->name, "tcp");
+    ASSERT_TRUE(t->ops->sendrecv_pieces != NULL);
+    init_nopieces(t);
     if (m->body) m->body(m, a->rank, t);
     t->ops->close(t);
     return NULL;
@@ -204,7 +221,10 @@ typedef struct {
     int ncounts;
     size_t seg;
     int all_types;   /* 0: only f32 sum and bf16 sum / avg */
+    int framed;      /* set t->desc so that every message carries a checked frame header */
+    int nopieces;    /* hide sendrecv_pieces: the algorithms' segment-by-segment path */
 } ar_case;
+
 
 static void check_allreduce(int rank, int n, const char *name, const void *out, size_t count, baton_dtype dt,
                             baton_op op, int inplace) {
@@ -226,6 +246,9 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
     uint8_t *in = malloc(cap), *out = malloc(cap);
     ASSERT_TRUE(in && out);
     baton_group g = group_of(t, n, rank, c->seg);
+    const baton_transport_ops *saved_ops = t->ops;
+    if (c->nopieces) t->ops = &nopieces_ops;
+    baton_coll_desc desc = {0, 0, 0, 0, 0, 0};
     for (int k = 0; k < c->ncounts; k++) {
         size_t count = c->counts[k];
         for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++) {
@@ -238,6 +261,8 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
                     memset(out, 0xa5, cap);
                     void *dst = inplace ? in : out;
                     g.deadline_ns = baton__deadline_after(30);
+                    desc = (baton_coll_desc){desc.seq + 1, count, 0, (uint8_t)dt, (uint8_t)op, 0};
+                    t->desc = c->framed ? &desc : NULL;
                     int rc = c->fn(&g, in, dst, count, dt, op);
                     if (rc < 0)
                         th_fail(__FILE__, __LINE__, "%s n=%d rank %d count %zu %s %s: %s", c->name, n, rank, count,
@@ -251,35 +276,38 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
             }
         }
     }
+    t->ops = saved_ops;
+    t->desc = NULL;
     free(in);
     free(out);
 }
 
-static void run_allreduce_matrix(allreduce_fn fn, const char *name) {
+static void run_allreduce_matrix(allreduce_fn fn, const char *name, int framed, int nopieces) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
         int n = worlds[w];
         /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
         size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
-        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1};
+        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1, framed, nopieces};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
     }
 }
 
-TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring"); }
-TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd"); }
+TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 1, 0); }
+TEST_T(ring_allreduce_segment_path_unframed, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 0, 1); }
+TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd", 1, 0); }
 
 /* A few MiB with the default 256 KiB segment, 2, 3 and 4 ranks. */
 TEST_T(allreduce_large_buffers, 120) {
     static const size_t counts[] = {(size_t)3 << 18, ((size_t)1 << 19) + 3};   /* 3 MiB, 2 MiB of f32 */
     for (int n = 2; n <= 4; n++) {
-        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0};
+        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1, 0};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
-        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0};
+        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1, 0};
         mesh_init(&m, n, ar_body, &d);
         run_mesh(&m);
     }

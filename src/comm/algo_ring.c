@@ -12,21 +12,61 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
     return pa < pb + blen && pb < pa + alen;
 }
 
+/* One reduce-scatter step's receiving side: where each incoming piece lands and how it is combined. */
+typedef struct {
+    const uint8_t *mine;  /* this rank's input, at the received chunk's offset */
+    uint8_t *dst;         /* where the chunk's partial goes (wire element size wsz) */
+    uint8_t *tmp;         /* landing area for one piece when the partial cannot be received in place */
+    size_t xsz, wsz, esz; /* element bytes: on the wire in this step, of a partial, of the dtype */
+    int direct, first16;  /* received straight into dst; 16-bit raw values (step 0) to widen first */
+    baton_dtype dt;
+    baton_op op;
+} rs_step;
+
+static void *rs_dst(void *arg, size_t off, size_t len) {
+    (void)len;
+    rs_step *st = arg;
+    return st->direct ? st->dst + off : st->tmp;   /* direct implies xsz == wsz */
+}
+
+static int rs_done(void *arg, size_t off, size_t len) {
+    rs_step *st = arg;
+    size_t b = off / st->xsz, rn = len / st->xsz;
+    uint8_t *d = st->dst + b * st->wsz;
+    const uint8_t *m = st->mine + b * st->esz;
+    if (baton__is16(st->dt)) {
+        if (st->first16) {   /* d = widen(the left rank's raw values), then d op= widen(mine) */
+            if (st->dt == BATON_F16) baton__f16_to_f32((float *)d, (const uint16_t *)st->tmp, rn);
+            else baton__bf16_to_f32((float *)d, (const uint16_t *)st->tmp, rn);
+        }
+        baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, st->dt, st->op);
+    } else if (st->direct) {
+        baton__reduce(d, m, rn, st->dt, st->op);
+    } else {
+        const void *srcs[2] = {st->tmp, m};
+        baton__reduce_n(d, srcs, 2, rn, st->dt, st->op, 0);
+    }
+    return BATON_OK;
+}
+
 /* The reduce-scatter phase. count elements of `mine` are split into n chunks (baton__chunk). At step s
- * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from its left,
+ * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from the left,
  * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
  *
  * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
  * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
  * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
  * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
- * and f32 partials from step 1 on. Each received segment
- * is reduced before the next one is requested, so the reduction runs while the kernel's socket buffers
- * keep the link busy. */
+ * and f32 partials from step 1 on.
+ *
+ * Each step's data is ready when the step starts, so with a transport that offers sendrecv_pieces the
+ * whole chunk goes out as one message while the incoming one is reduced piece by piece (segment_bytes)
+ * as it lands: the link never waits for the reduction. Otherwise the step is a sequence of segment-sized
+ * sendrecv calls, each followed by the reduction of its segment. */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
                    uint8_t *acc, uint8_t *out, const char *what) {
     const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
-    const int is16 = baton__is16(dt);
+    const int is16 = baton__is16(dt), pieces = g->t->ops->sendrecv_pieces != NULL;
     const size_t esz = baton__esize(dt), wsz = is16 ? 4 : esz;
     size_t seg = baton__segment(g) / wsz;
     if (seg == 0) seg = 1;
@@ -56,29 +96,24 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         /* destination of this step's partial for chunk rcv, and source of the partial we forward */
         uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
         const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
-        const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
+        rs_step st = {mine + roff * esz, dst, tmp, xsz, wsz, esz,
+                      !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz), is16 && s == 0,
+                      dt, op};
+        if (pieces) {
+            baton_piece_sink sink = {rs_dst, rs_done, &st};
+            rc = baton__gsendrecv_pieces(g, right, src, slen * xsz, left, rlen * xsz, seg * xsz, &sink, what);
+            if (rc < 0) goto done;
+            continue;
+        }
         size_t nseg = ((slen > rlen ? slen : rlen) + seg - 1) / seg;
         for (size_t k = 0; k < nseg; k++) {
             size_t b = k * seg;
             size_t sn = b < slen ? (slen - b < seg ? slen - b : seg) : 0;
             size_t rn = b < rlen ? (rlen - b < seg ? rlen - b : seg) : 0;
-            uint8_t *d = dst + b * wsz;
-            const uint8_t *m = mine + (roff + b) * esz;
-            rc = baton__gsendrecv(g, right, src + b * xsz, sn * xsz, left, direct ? d : tmp, rn * xsz, what);
+            rc = baton__gsendrecv(g, right, src + b * xsz, sn * xsz, left, rs_dst(&st, b * xsz, rn * xsz), rn * xsz,
+                                  what);
             if (rc < 0) goto done;
-            if (rn == 0) continue;
-            if (is16) {
-                if (s == 0) {   /* d = widen(left's raw values), then d op= widen(mine) */
-                    if (dt == BATON_F16) baton__f16_to_f32((float *)d, (const uint16_t *)tmp, rn);
-                    else baton__bf16_to_f32((float *)d, (const uint16_t *)tmp, rn);
-                }
-                baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, dt, op);
-            } else if (direct) {
-                baton__reduce(d, m, rn, dt, op);
-            } else {
-                const void *srcs[2] = {tmp, m};
-                baton__reduce_n(d, srcs, 2, rn, dt, op, 0);
-            }
+            if (rn) rs_done(&st, b * xsz, rn * xsz);
         }
     }
     {

@@ -45,6 +45,14 @@ static inline int baton__gsendrecv(const baton_group *g, int sidx, const void *s
     return rc < 0 ? baton__fail_ctx(rc, "%s: ", what) : rc;
 }
 
+/* sendrecv_pieces between group indices (the transport must provide it). */
+static inline int baton__gsendrecv_pieces(const baton_group *g, int sidx, const void *sbuf, size_t sbytes, int ridx,
+                                          size_t rbytes, size_t piece, const baton_piece_sink *sink, const char *what) {
+    int sp = sidx >= 0 ? baton__group_peer(g, sidx) : -1, rp = ridx >= 0 ? baton__group_peer(g, ridx) : -1;
+    int rc = g->t->ops->sendrecv_pieces(g->t, sp, sbuf, sbytes, rp, rbytes, piece, sink, g->deadline_ns);
+    return rc < 0 ? baton__fail_ctx(rc, "%s: ", what) : rc;
+}
+
 /* Validates the group and arguments every algorithm shares. */
 static inline int baton__check_group(const baton_group *g, baton_dtype dt, const char *what) {
     if (!g || !g->t || g->n < 1 || g->me < 0 || g->me >= g->n)

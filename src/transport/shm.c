@@ -517,7 +517,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
 
 static void shm_tp_close(baton_transport *t) { free(t); }
 
-static const baton_transport_ops shm_ops = {"shm", shm_sendrecv, shm_tp_close};
+static const baton_transport_ops shm_ops = {"shm", shm_sendrecv, shm_tp_close, NULL};
 
 int baton__shm_transport_create(baton_shm *shm, int rank, int world, const int *g2l, baton_transport **out) {
     shm_transport *t = calloc(1, sizeof *t + sizeof(int) * (size_t)world);

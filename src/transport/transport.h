@@ -13,6 +13,13 @@
 
 typedef struct baton_transport baton_transport;
 
+/* Receives a message piece by piece (see sendrecv_pieces). */
+typedef struct baton_piece_sink_ {
+    void *(*dst)(void *arg, size_t off, size_t len);   /* where the piece [off, off+len) of the message lands */
+    int (*done)(void *arg, size_t off, size_t len);    /* it has arrived */
+    void *arg;
+} baton_piece_sink;
+
 typedef struct {
     const char *name;  /* "shm", "tcp" */
     /* Sends sbytes to speer while receiving rbytes from rpeer, returning when both are complete.
@@ -22,6 +29,13 @@ typedef struct {
     int (*sendrecv)(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
                     size_t rbytes, uint64_t deadline_ns);
     void (*close)(baton_transport *t);
+    /* Optional (NULL when a transport lacks it): sendrecv whose receive is handed over piece by piece, so
+     * that the caller can work on (e.g. reduce) each piece while the rest keeps arriving and the send keeps
+     * going. The rbytes from rpeer arrive as one message, in pieces of `piece` bytes (the last one shorter):
+     * for each piece sink->dst(arg, off, len) says where it lands, and sink->done(arg, off, len) is called
+     * when it is complete (a negative return aborts the exchange with that status). */
+    int (*sendrecv_pieces)(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, size_t rbytes,
+                           size_t piece, const baton_piece_sink *sink, uint64_t deadline_ns);
 } baton_transport_ops;
 
 struct baton_coll_desc_;
