@@ -24,8 +24,12 @@
  * waiting for the genuine rank until the deadline; the error then names every refused connection.
  * A connector that cannot verify the acceptor's HMAC fails with BATON_EAUTH.
  *
- * Data path: sockets are non-blocking with TCP_NODELAY; sendrecv loops over send(MSG_NOSIGNAL) and recv,
- * spinning briefly (BATON_TCP_SPIN_US, default 50 us; 0 disables) before it blocks in ppoll(). Errors:
+ * Data path: sockets are non-blocking with TCP_NODELAY; sendrecv loops over sendmsg(MSG_NOSIGNAL) and
+ * recv, spinning briefly (BATON_TCP_SPIN_US, default 50 us; 0 disables) before it blocks in ppoll(); the
+ * spin happens once per call, before its first sleep. When t->desc is set every message carries the
+ * 40-byte frame header of transport/frame.h, checked before any payload byte is accepted. The transport
+ * also implements sendrecv_pieces (the receive handed over piece by piece while the send keeps going),
+ * which the ring reduce-scatter uses to reduce each piece as it lands. Errors:
  * BATON_EPEERDEAD "rank 3 closed its connection" / "connection to rank 3 failed: ...", BATON_ETIMEDOUT
  * naming the rank(s) waited for. After any failure the transport is unusable: close it.
  *
