@@ -712,3 +712,68 @@ TEST(impossible_rank_claims_are_refused) {
     close(fd0);
     close(fd1);
 }
+
+/* An impostor that knows the secret takes rank 1's place first; the genuine rank 1 then claims the same
+ * rank and is refused as a duplicate (and says so), and rank 0 lists the refusal when it gives up. */
+typedef struct { int fd, rank, world; const char *const *addrs; const uint8_t *secret; double timeout; int rc; char err[512]; } solo2;
+static void *solo_create(void *p) {
+    solo2 *a = p;
+    baton_transport *t = NULL;
+    a->rc = baton__tcp_transport_create(a->rank, a->world, a->fd, a->addrs, a->secret,
+                                        baton__deadline_after(a->timeout), &t);
+    snprintf(a->err, sizeof a->err, "%s", baton_last_error());
+    if (t) t->ops->close(t);
+    return NULL;
+}
+
+static int impostor(int port, uint32_t from, uint32_t world, const uint8_t *secret) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    uint8_t hello[40] = {'B', 'T', 'N', '1', 0, 0, 0, 1};
+    uint32_t f[3] = {htonl(from), htonl(0), htonl(world)};
+    memcpy(hello + 8, f, 12);
+    randombytes_buf(hello + 24, 16);
+    uint8_t ch[56], resp[32], verdict[4];
+    ASSERT_OK(baton__write_full(fd, hello, sizeof hello));
+    ASSERT_OK(baton__read_full(fd, ch, sizeof ch));
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, secret, 32);
+    crypto_auth_hmacsha256_update(&st, (const uint8_t *)"con", 3);
+    crypto_auth_hmacsha256_update(&st, hello, sizeof hello);
+    crypto_auth_hmacsha256_update(&st, ch + 8, 16);
+    crypto_auth_hmacsha256_final(&st, resp);
+    ASSERT_OK(baton__write_full(fd, resp, sizeof resp));
+    ASSERT_OK(baton__read_full(fd, verdict, sizeof verdict));
+    ASSERT_EQ_INT(verdict[0] | verdict[1] | verdict[2] | verdict[3], 0);   /* accepted as rank 1 */
+    return fd;
+}
+
+TEST(duplicate_rank_claim_is_refused) {
+    int fd[3], port[3];
+    char a[3][64];
+    const char *addrs[3];
+    for (int r = 0; r < 3; r++) {
+        ASSERT_OK(baton__tcp_listen("127.0.0.1", &port[r], &fd[r]));
+        snprintf(a[r], sizeof a[r], "127.0.0.1:%d", port[r]);
+        addrs[r] = a[r];
+    }
+    uint8_t secret[32] = {9, 9};
+    solo2 r0 = {fd[0], 0, 3, addrs, secret, 3.0, 0, ""}, r1 = {fd[1], 1, 3, addrs, secret, 3.0, 0, ""};
+    pthread_t t0, t1;
+    ASSERT_EQ_INT(pthread_create(&t0, NULL, solo_create, &r0), 0);
+    int imp = impostor(port[0], 1, 3, secret);
+    ASSERT_EQ_INT(pthread_create(&t1, NULL, solo_create, &r1), 0);
+    pthread_join(t1, NULL);
+    pthread_join(t0, NULL);
+    ASSERT_EQ_INT(r1.rc, BATON_EPROTO);
+    ASSERT_CONTAINS(r1.err, "rank 0 refused our connection: duplicate source rank");
+    ASSERT_EQ_INT(r0.rc, BATON_EPROTO);   /* rank 2 never came; the refusal is listed */
+    ASSERT_CONTAINS(r0.err, "rank(s) 2 never connected");
+    ASSERT_CONTAINS(r0.err, "claimed rank 1 of world 3 to rank 0: duplicate source rank");
+    close(imp);
+    for (int r = 0; r < 3; r++) close(fd[r]);
+}
