@@ -46,17 +46,17 @@ typedef struct { mesh *m; int rank; } targ;
 
 /* The TCP ops without sendrecv_pieces, as a transport that lacks it would present them. */
 static baton_transport_ops nopieces_ops;
-static const baton_transport_ops *tcp_ops_seen;
-static void copy_ops(void) {
-    nopieces_ops = *tcp_ops_seen;
+/* Copies the TCP ops once, from a world-of-one transport, before any rank thread runs. */
+static void init_nopieces(void) {
+    static int done;
+    if (done) return;
+    baton_transport *t;
+    ASSERT_OK(baton__tcp_transport_create(0, 1, -1, NULL, (const uint8_t[32]){0}, baton__deadline_after(5), &t));
+    nopieces_ops = *t->ops;
     nopieces_ops.sendrecv_pieces = NULL;
+    t->ops->close(t);
+    done = 1;
 }
-static void init_nopieces(baton_transport *t) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    __atomic_store_n(&tcp_ops_seen, t->ops, __ATOMIC_SEQ_CST);
-    pthread_once(&once, copy_ops);
-}
-
 
 static void *rank_main(void *p) {
     targ *a = p;
@@ -79,7 +79,6 @@ static void *rank_main(void *p) {
     }
     ASSERT_STR_EQ(t->ops->name, "tcp");
     ASSERT_TRUE(t->ops->sendrecv_pieces != NULL);
-    init_nopieces(t);
     if (m->body) m->body(m, a->rank, t);
     t->ops->close(t);
     return NULL;
@@ -89,6 +88,7 @@ static void run_mesh(mesh *m) {
     pthread_t th[MAXN];
     targ args[MAXN];
     if (m->create_timeout_s <= 0) m->create_timeout_s = 30;
+    init_nopieces();
     pthread_barrier_init(&m->bar, NULL, (unsigned)m->n);
     for (int r = 0; r < m->n; r++) {
         args[r] = (targ){m, r};
