@@ -2,7 +2,7 @@
  * core: forks N ranks over loopback, builds the TCP mesh, and times collectives back to back.
  *
  *   build/tests/prog_tcp_bench -n 2 -b 4 -e 64M -f 4 --algo ring|rd|raw|bcast|barrier -d f32|bf16|...
- *                              [-s SEGMENT] [-i ITERS] [-w WARMUP] [--pieces 0|1] [--framed 0|1]
+ *                              [-s SEGMENT] [-i ITERS] [-w WARMUP] [--framed 0|1]
  *
  * Rank 0 prints one row per size: bytes, algorithm, median time (us) over 5 repetitions of the mean of
  * ITERS back-to-back calls, algbw and busbw (GB/s; all-reduce busbw = algbw * 2(n-1)/n; raw = one
@@ -30,7 +30,6 @@ typedef struct {
     const char *algo;
     baton_dtype dt;
     baton_op op;
-    int nopieces;   /* hide the transport's sendrecv_pieces (the algorithms' segment-by-segment path) */
     int framed;     /* frame headers on every message, as under the communicator */
 } opts;
 
@@ -56,12 +55,6 @@ static int rank_main(const opts *o, int rank, int lfd, const char *const *addrs,
         return 1;
     }
     close(lfd);
-    static baton_transport_ops ops;
-    if (o->nopieces) {
-        ops = *t->ops;
-        ops.sendrecv_pieces = NULL;
-        t->ops = &ops;
-    }
     static baton_coll_desc desc;   /* the same on every rank: only the header cost is measured */
     if (o->framed) t->desc = &desc;
     void *buf = malloc(o->maxb + 64), *buf2 = malloc(o->maxb + 64);
@@ -103,7 +96,7 @@ fail:
 }
 
 int main(int argc, char **argv) {
-    opts o = {2, 100, 5, 4, 64u << 20, 0, 4, "ring", BATON_F32, BATON_SUM, 0, 0};
+    opts o = {2, 100, 5, 4, 64u << 20, 0, 4, "ring", BATON_F32, BATON_SUM, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long l;
@@ -118,7 +111,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-f")) { if (baton__parse_double(v, 1.01, 1024, &o.factor) < 0) goto bad; }
         else if (!strcmp(a, "--algo")) o.algo = v;
         else if (!strcmp(a, "--framed")) { if (baton__parse_long(v, 0, 1, &l) < 0) goto bad; o.framed = (int)l; }
-        else if (!strcmp(a, "--pieces")) { if (baton__parse_long(v, 0, 1, &l) < 0) goto bad; o.nopieces = !l; }
         else if (!strcmp(a, "-d")) {
             const char *names[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
             int k = 0;

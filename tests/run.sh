@@ -1,15 +1,25 @@
 #!/bin/sh
 # Runs every test binary under $BUILD/tests (each test inside already has its own hard timeout; each
 # binary also gets an outer one) and prints the totals as the last line: "N passed, N failed".
+#
+# RUN_ONLY="test_store test_coll:async" runs only those binaries, each with an optional test-name filter.
 BUILD=${BUILD:-build}
 export BUILD
 passed=0
 failed=0
-for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    echo "== $name"
-    out=$(timeout -k 5 1500 "$t" 2>&1)
+if [ -n "${RUN_ONLY:-}" ]; then
+    list=$RUN_ONLY
+else
+    list=$(for t in "$BUILD"/tests/test_*; do basename "$t"; done)
+fi
+for entry in $list; do
+    name=${entry%%:*}
+    filter=
+    case "$entry" in *:*) filter=${entry#*:} ;; esac
+    t="$BUILD/tests/$name"
+    [ -x "$t" ] || { echo "FAIL $name: no such test binary"; failed=$((failed + 1)); continue; }
+    echo "== $name${filter:+ ($filter)}"
+    out=$(timeout -k 5 3000 "$t" $filter 2>&1)
     rc=$?
     printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)

@@ -44,20 +44,6 @@ struct mesh {
 
 typedef struct { mesh *m; int rank; } targ;
 
-/* The TCP ops without sendrecv_pieces, as a transport that lacks it would present them. */
-static baton_transport_ops nopieces_ops;
-/* Copies the TCP ops once, from a world-of-one transport, before any rank thread runs. */
-static void init_nopieces(void) {
-    static int done;
-    if (done) return;
-    baton_transport *t;
-    ASSERT_OK(baton__tcp_transport_create(0, 1, -1, NULL, (const uint8_t[32]){0}, baton__deadline_after(5), &t));
-    nopieces_ops = *t->ops;
-    nopieces_ops.sendrecv_pieces = NULL;
-    t->ops->close(t);
-    done = 1;
-}
-
 static void *rank_main(void *p) {
     targ *a = p;
     mesh *m = a->m;
@@ -78,7 +64,6 @@ static void *rank_main(void *p) {
         return NULL;
     }
     ASSERT_STR_EQ(t->ops->name, "tcp");
-    ASSERT_TRUE(t->ops->sendrecv_pieces != NULL);
     if (m->body) m->body(m, a->rank, t);
     t->ops->close(t);
     return NULL;
@@ -88,7 +73,6 @@ static void run_mesh(mesh *m) {
     pthread_t th[MAXN];
     targ args[MAXN];
     if (m->create_timeout_s <= 0) m->create_timeout_s = 30;
-    init_nopieces();
     pthread_barrier_init(&m->bar, NULL, (unsigned)m->n);
     for (int r = 0; r < m->n; r++) {
         args[r] = (targ){m, r};
@@ -222,7 +206,6 @@ typedef struct {
     size_t seg;
     int all_types;   /* 0: only f32 sum and bf16 sum / avg */
     int framed;      /* set t->desc so that every message carries a checked frame header */
-    int nopieces;    /* hide sendrecv_pieces: the algorithms' segment-by-segment path */
 } ar_case;
 
 
@@ -246,8 +229,6 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
     uint8_t *in = malloc(cap), *out = malloc(cap);
     ASSERT_TRUE(in && out);
     baton_group g = group_of(t, n, rank, c->seg);
-    const baton_transport_ops *saved_ops = t->ops;
-    if (c->nopieces) t->ops = &nopieces_ops;
     baton_coll_desc desc = {0, 0, 0, 0, 0, 0};
     for (int k = 0; k < c->ncounts; k++) {
         size_t count = c->counts[k];
@@ -276,38 +257,39 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
             }
         }
     }
-    t->ops = saved_ops;
     t->desc = NULL;
     free(in);
     free(out);
 }
 
-static void run_allreduce_matrix(allreduce_fn fn, const char *name, int framed, int nopieces) {
+static void run_allreduce_matrix(allreduce_fn fn, const char *name, int framed, size_t seg) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
         int n = worlds[w];
         /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
         size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
-        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1, framed, nopieces};
+        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), seg, 1, framed};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
     }
 }
 
-TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 1, 0); }
-TEST_T(ring_allreduce_segment_path_unframed, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 0, 1); }
-TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd", 1, 0); }
+/* 1 KiB segments: 9001 elements take several progress reports and several 16-segment messages per step */
+TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 1, 1024); }
+/* unframed byte streams, and segments smaller than some elements' groups (12 bytes: 3 f32, 1 f64 + ...) */
+TEST_T(ring_allreduce_unframed_odd_segments, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 0, 12); }
+TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd", 1, 1024); }
 
 /* A few MiB with the default 256 KiB segment, 2, 3 and 4 ranks. */
 TEST_T(allreduce_large_buffers, 120) {
     static const size_t counts[] = {(size_t)3 << 18, ((size_t)1 << 19) + 3};   /* 3 MiB, 2 MiB of f32 */
     for (int n = 2; n <= 4; n++) {
-        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1, 0};
+        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
-        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1, 0};
+        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1};
         mesh_init(&m, n, ar_body, &d);
         run_mesh(&m);
     }
@@ -541,7 +523,7 @@ static void bidir_body(mesh *m, int rank, baton_transport *t) {
     ASSERT_TRUE(s && r);
     for (size_t i = 0; i < bytes; i += 4096) s[i] = (uint8_t)(i / 4096 + (size_t)rank);
     int peer = 1 - rank;
-    ASSERT_OK(t->ops->sendrecv(t, peer, s, bytes, peer, r, bytes, baton__deadline_after(60)));
+    ASSERT_OK(t->ops->sendrecv(t, peer, s, bytes, peer, r, bytes, baton__deadline_after(60), NULL));
     for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ_INT(r[i], (uint8_t)(i / 4096 + (size_t)peer));
     free(s);
     free(r);
@@ -658,7 +640,7 @@ static void *solo_rank0(void *p) {
     solo_arg *a = p;
     baton_transport *t = NULL;
     a->rc = baton__tcp_transport_create(0, 2, a->fd, a->addrs, a->secret, baton__deadline_after(20), &t);
-    if (a->rc == BATON_OK) a->rc = t->ops->sendrecv(t, -1, NULL, 0, 1, &a->got, sizeof a->got, baton__deadline_after(20));
+    if (a->rc == BATON_OK) a->rc = t->ops->sendrecv(t, -1, NULL, 0, 1, &a->got, sizeof a->got, baton__deadline_after(20), NULL);
     snprintf(a->err, sizeof a->err, "%s", baton_last_error());
     if (t) t->ops->close(t);
     return NULL;
@@ -704,7 +686,7 @@ TEST(impossible_rank_claims_are_refused) {
     baton_transport *t = NULL;
     ASSERT_OK(baton__tcp_transport_create(1, 2, fd1, addrs, secret, baton__deadline_after(20), &t));
     int x = 5;
-    ASSERT_OK(t->ops->sendrecv(t, 0, &x, sizeof x, -1, NULL, 0, baton__deadline_after(5)));
+    ASSERT_OK(t->ops->sendrecv(t, 0, &x, sizeof x, -1, NULL, 0, baton__deadline_after(5), NULL));
     pthread_join(th, NULL);
     if (a.rc < 0) th_fail(__FILE__, __LINE__, "rank 0: %s", a.err);
     ASSERT_EQ_INT(a.got, 5);

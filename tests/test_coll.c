@@ -3,8 +3,12 @@
  * Sweeps world sizes 1, 2, 3, 4, 8 (8 ranks oversubscribe the 2 cores) x counts 0, 1, odd, not divisible
  * by the world size, larger than a staging chunk / pipeline segment x all dtypes x all ops x in place and
  * out of place x algorithms x shm and tcp; plus 64 MiB on 2 ranks. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -42,11 +46,12 @@ TEST_T(big_64mib_2_ranks_tcp, 300) {
 
 /* A port nobody listens on right now (the store of node 0 binds it a moment later). */
 static int free_port(void) {
-    char *out = NULL;
-    th_run("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'", 10,
-           &out, NULL);
-    int port = out ? atoi(out) : 0;
-    free(out);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
     return port;
 }
 
@@ -142,3 +147,19 @@ TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1); }
 TEST_T(killed_rank_is_named_shm_256m, 60) { kill_one("", "256M", 3, 4); }
 /* tcp: the ranks connected to it name it; the others may see a neighbour close first */
 TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1); }
+
+/* Asynchronous collectives: several in flight, blocking calls queued behind them, over shm and tcp. */
+static void async_run(const char *env, int n) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s run -n %d -- %s/tests/prog_async", env, th_baton(), n, th_build_dir());
+    int rc = th_run(cmd, 100, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n%s\n", cmd, out);
+    ASSERT_EQ_INT(rc, 0);
+    int ok = 0;
+    for (const char *p = out; (p = strstr(p, ": ok")); p++) ok++;
+    ASSERT_EQ_INT(ok, n);
+    free(out);
+}
+
+TEST_T(async_in_flight_shm_3, 120) { async_run("", 3); }
+TEST_T(async_in_flight_tcp_2, 120) { async_run("BATON_TRANSPORT=tcp", 2); }

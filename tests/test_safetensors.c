@@ -150,6 +150,29 @@ TEST(safetensors_bad_offsets_and_sizes_give_clean_errors) {
     ASSERT_OK(parse_crafted("{\"e\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", 0, -1, 0));
 }
 
+/* Regression (found while writing fuzz/fuzz_safetensors.c): duplicate names were found by comparing every
+ * tensor with every earlier one, so a header of N zero-sized tensors cost N^2/2 name comparisons; 200,000
+ * of them held the reader for minutes. They are now found by sorting; a hang here is a failure. */
+TEST_T(safetensors_many_tensors_and_a_late_duplicate_parse_quickly, 60) {
+    enum { N = 200000 };
+    size_t cap = (size_t)N * 64 + 64, len = 0;
+    char *json = malloc(cap);
+    ASSERT_TRUE(json != NULL);
+    len += (size_t)snprintf(json + len, cap - len, "{");
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(json + len, cap - len, "%s\"t%06d\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                i ? "," : "", i);
+    size_t open_end = len;
+    len += (size_t)snprintf(json + len, cap - len, "}");
+    ASSERT_OK(parse_crafted(json, 0, -1, 0));
+    /* the same with the first name again at the end */
+    len = open_end + (size_t)snprintf(json + open_end, cap - open_end,
+                                       ",\"t000000\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}");
+    ASSERT_EQ_INT(parse_crafted(json, 0, -1, 0), BATON_EFORMAT);
+    ASSERT_CONTAINS(baton_last_error(), "t000000 appears twice");
+    free(json);
+}
+
 TEST(safetensors_truncated_file_on_disk_and_mismatched_model) {
     baton_params *p = sample_params();
     char *path = tmp_path("m.safetensors"), *cut = tmp_path("cut.safetensors");

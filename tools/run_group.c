@@ -75,11 +75,18 @@ static _Noreturn void child_exec(pid_t launcher, pid_t pgid, int devnull, const 
     _exit(e == ENOENT ? 127 : 126);
 }
 
+/* Sends sig to the workers; a catchable stop signal is followed by SIGCONT, so that a stopped worker
+ * (SIGSTOP, a debugger's break) receives it now rather than only at SIGKILL time. */
 static void signal_group(run_group *g, int sig) {
     if (g->running <= 0) return;
     if (g->pgid > 0) kill(-g->pgid, sig);
     for (int i = 0; i < g->n; i++)
         if (g->w[i].running) kill(g->w[i].pid, sig);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+        if (g->pgid > 0) kill(-g->pgid, SIGCONT);
+        for (int i = 0; i < g->n; i++)
+            if (g->w[i].running) kill(g->w[i].pid, SIGCONT);
+    }
 }
 
 static void reap_all(run_group *g) {

@@ -1,10 +1,12 @@
-/* train.c: `baton train`: train a model on Fashion-MNIST or synthetic data in one process.
+/* train.c: `baton train`: train a model on Fashion-MNIST or synthetic data, in one process or data-parallel
+ * under `baton run -n N` (or torchrun / mpirun / srun: anything that sets the rank variables).
  *
- * One optimizer step, top to bottom (see train_step):
- *   next_batch -> forward -> zero_grad -> backward   (repeated --accum times, gradients accumulate)
- *   -> [data-parallel gradient sync goes here] -> clip -> optimizer step
- * The sampler (src/data/sampler.c) already takes (rank, world), and evaluate() works on a range of test
- * indices and returns (correct, count, loss sum), so both can be sharded and summed across ranks. */
+ * One optimizer step, top to bottom (the loop in baton_cmd_train):
+ *   next_batch -> forward -> zero_grad -> backward   (repeated --accum times, gradients accumulate;
+ *                                                     on the last one, full buckets all-reduce from the hook)
+ *   -> ddp finish (wait for the buckets, average) -> clip -> optimizer step
+ * Each rank reads its own shard of every global batch (baton_dist_sampler); evaluation shards the test
+ * set and sums the counts, so the accuracy equals a one-process evaluation. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,18 +14,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "baton/comm.h"
 #include "baton/data.h"
+#include "baton/ddp.h"
 #include "baton/nn.h"
 #include "ckpt/safetensors.h"
 #include "commands.h"
 #include "util/util.h"
 
 typedef struct {
-    const char *model, *data, *optim, *schedule, *save, *data_dir;
+    const char *model, *data, *optim, *schedule, *save, *data_dir, *trace;
     long epochs, steps, batch, accum, threads, warmup, step_every, eval_batch, train_samples, log_every;
     double lr, momentum, weight_decay, clip, gamma, dropout, min_lr;
     uint64_t seed;
     int json, epochs_set, steps_set, lr_set, optim_set, wd_set;
+    int drop_last, lr_linear;  /* --drop-last, --lr-scaling linear */
+    baton_ddp_config ddp;      /* --bucket-mb, --no-overlap, --grad-dtype, --loss-scale, --no-zero-copy */
     baton_model_config mc;
 } train_opts;
 
@@ -37,14 +43,16 @@ static const char usage_text[] =
     "  --train-samples N      synthetic training set size (default 60000; test set is 10000)\n"
     "  --epochs E             epochs (default 5, or unlimited when only --steps is given)\n"
     "  --steps S              stop after S optimizer steps\n"
-    "  --batch B              samples per step (default 128)\n"
+    "  --batch B              samples per step per rank (default 128)\n"
     "  --accum K              accumulate gradients over K batches per step (default 1)\n"
+    "  --drop-last            drop the samples that do not divide by the world size (default: pad)\n"
     "  --optim sgd|adamw      (default sgd for mlp, adamw for cnn)\n"
     "  --lr LR                peak learning rate (default 0.05 sgd, 0.001 adamw)\n"
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
-    "  --warmup N             warmup steps (default 100)\n"
+    "  --warmup-steps N       warmup steps (default 100; --warmup is the same)\n"
+    "  --lr-scaling none|linear       linear: lr x world size (the effective batch grows with it)\n"
     "  --step-every N --gamma G       step decay: lr *= G every N steps (defaults 1 epoch, 0.1)\n"
     "  --clip NORM            clip gradients to this global norm (default 0 = off)\n"
     "  --seed N               seed for init, shuffling and dropout (default 1)\n"
@@ -53,7 +61,15 @@ static const char usage_text[] =
     "  --log-every N          progress line every N steps when stderr is not a terminal\n"
     "  --save FILE.safetensors        write the final parameters\n"
     "  --json                 print one final JSON line on stdout\n"
-    "  not supported yet: --bucket-mb --no-overlap --grad-dtype --checkpoint --resume --trace\n";
+    "data-parallel (under baton run -n N):\n"
+    "  --bucket-mb MB         gradient bucket cap (default 25; the first bucket is 1)\n"
+    "  --no-overlap           all-reduce after the whole backward instead of during it\n"
+    "  --grad-dtype f32|bf16|f16      gradients on the wire (default f32; master weights stay f32)\n"
+    "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
+    "                         double after 2000 clean steps); --loss-scale-init S sets the start\n"
+    "  --no-zero-copy         keep the gradients in private memory (the all-reduce stages them)\n"
+    "  --trace FILE.json      write a Chrome/Perfetto timeline of every rank (main and comm threads)\n"
+    "  not supported yet: --checkpoint --resume\n";
 
 static int bad(const char *flag, const char *why) {
     fprintf(stderr, "baton train: %s: %s (see baton train --help)\n", flag, why);
@@ -91,6 +107,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     o->eval_batch = 1000;
     o->train_samples = 60000;
     o->seed = 1;
+    o->ddp = baton_ddp_defaults();
     int hidden_set = 0, channels_set = 0;
     for (int i = 1; i < argc; i++) {
         char flag[64];
@@ -105,7 +122,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
             return 1;
         }
         if (!strcmp(flag, "--json")) { o->json = 1; continue; }
-        if (!strcmp(flag, "--no-overlap") || !strcmp(flag, "--resume"))
+        if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
+        if (!strcmp(flag, "--no-zero-copy")) { o->ddp.zero_copy = 0; continue; }
+        if (!strcmp(flag, "--drop-last")) { o->drop_last = 1; continue; }
+        if (!strcmp(flag, "--resume"))
             return bad(flag, "not supported yet (data-parallel / checkpointing features come in a later release)");
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
@@ -135,6 +155,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         LONG_OPT("--accum", accum, 1, 4096)
         LONG_OPT("--threads", threads, 1, 1024)
         LONG_OPT("--warmup", warmup, 0, 1000000000)
+        LONG_OPT("--warmup-steps", warmup, 0, 1000000000)
         LONG_OPT("--step-every", step_every, 1, 1000000000)
         LONG_OPT("--eval-batch", eval_batch, 1, 65536)
         LONG_OPT("--train-samples", train_samples, 1, 10000000)
@@ -146,6 +167,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         DBL_OPT("--gamma", gamma, 1e-9, 1.0)
         DBL_OPT("--dropout", dropout, 0.0, 0.99)
         DBL_OPT("--min-lr", min_lr, 0.0, 100.0)
+        DBL_OPT("--bucket-mb", ddp.bucket_mb, 0.001, 4096.0)
         if (!strcmp(flag, "--seed")) {
             if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
                 return bad(flag, "expects a non-negative integer");
@@ -174,8 +196,23 @@ static int parse_args(int argc, char **argv, train_opts *o) {
             channels_set = 1;
         } else if (!strcmp(flag, "--save")) {
             o->save = val;
-        } else if (!strcmp(flag, "--bucket-mb") || !strcmp(flag, "--grad-dtype") || !strcmp(flag, "--checkpoint") ||
-                   !strcmp(flag, "--trace")) {
+        } else if (!strcmp(flag, "--grad-dtype")) {
+            if (strcmp(val, "f32") && strcmp(val, "bf16") && strcmp(val, "f16")) return bad(flag, "expects f32, bf16 or f16");
+            baton_dtype_parse(val, &o->ddp.grad_dtype);
+        } else if (!strcmp(flag, "--loss-scale")) {
+            if (!strcmp(val, "none")) o->ddp.loss_scale = BATON_LOSS_SCALE_NONE;
+            else if (!strcmp(val, "static")) o->ddp.loss_scale = BATON_LOSS_SCALE_STATIC;
+            else if (!strcmp(val, "dynamic")) o->ddp.loss_scale = BATON_LOSS_SCALE_DYNAMIC;
+            else return bad(flag, "expects none, static or dynamic");
+        } else if (!strcmp(flag, "--loss-scale-init")) {
+            if (baton__parse_double(val, 1.0, 16777216.0, &d) < 0) return bad(flag, baton_last_error());
+            o->ddp.loss_scale_init = (float)d;
+        } else if (!strcmp(flag, "--lr-scaling")) {
+            if (strcmp(val, "none") && strcmp(val, "linear")) return bad(flag, "expects none or linear");
+            o->lr_linear = !strcmp(val, "linear");
+        } else if (!strcmp(flag, "--trace")) {
+            o->trace = val;
+        } else if (!strcmp(flag, "--checkpoint")) {
             return bad(flag, "not supported yet (data-parallel / checkpointing features come in a later release)");
         } else {
             return bad(flag, "unknown option");
@@ -216,7 +253,7 @@ typedef struct {
 } batch_buf;
 
 /* Copies the next B samples of this rank's shard into buf. */
-static void next_batch(const baton_dataset *ds, const baton_sampler *s, long pos, int b, batch_buf *buf) {
+static void next_batch(const baton_dataset *ds, const baton_dist_sampler *s, long pos, int b, batch_buf *buf) {
     baton_dataset_gather(ds, s->idx + pos, b, buf->x, buf->y);
 }
 
@@ -290,6 +327,44 @@ static int default_threads(void) {
     return t < 1 ? 1 : (int)t;
 }
 
+/* Loads the training and test sets named by --data. */
+static int load_data(const train_opts *o, baton_dataset *train, baton_dataset *test) {
+    if (strcmp(o->data, "synthetic")) return baton_dataset_fashion_mnist(train, test, o->data_dir);
+    /* same prototypes (same seed), different noise: train and test are two parts of one stream */
+    baton_dataset full;
+    int rc = baton_dataset_synthetic(&full, (int)o->train_samples + 10000, 1, 28, 28, 10, o->seed);
+    if (rc >= 0) rc = baton_dataset_synthetic(train, (int)o->train_samples, 1, 28, 28, 10, o->seed);
+    if (rc >= 0) rc = baton_dataset_synthetic(test, 10000, 1, 28, 28, 10, o->seed);
+    if (rc >= 0) {
+        memcpy(test->x, full.x + (size_t)o->train_samples * full.dim, (size_t)10000 * full.dim * sizeof(float));
+        memcpy(test->y, full.y + o->train_samples, 10000 * sizeof(int32_t));
+        memcpy(train->x, full.x, (size_t)o->train_samples * full.dim * sizeof(float));
+        memcpy(train->y, full.y, (size_t)o->train_samples * sizeof(int32_t));
+    }
+    baton_dataset_free(&full);
+    return rc;
+}
+
+/* This rank's shard of the test set, then the counts summed over the ranks: every sample counted once. */
+static int evaluate_all(baton_comm *comm, baton_model *m, baton_tape *t, const baton_dataset *ds, int eb,
+                        batch_buf *buf, double *acc, double *loss) {
+    int rank = comm ? baton_comm_rank(comm) : 0, world = comm ? baton_comm_size(comm) : 1;
+    long lo, hi, correct, count;
+    double sums[3];
+    baton_shard_range(ds->n, rank, world, &lo, &hi);
+    evaluate(m, t, ds, lo, hi, eb, buf, &correct, &count, &sums[2]);
+    sums[0] = (double)correct;
+    sums[1] = (double)count;
+    if (comm && world > 1) {
+        int rc = baton_allreduce(comm, sums, sums, 3, BATON_F64, BATON_SUM);
+        if (rc < 0) return rc;
+    }
+    *acc = sums[0] / sums[1];
+    *loss = sums[2] / sums[1];
+    return BATON_OK;
+}
+
+#define SPAN(ev, t0) baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, baton__now_ns())
 #define LOSS_WINDOW 100
 
 int baton_cmd_train(int argc, char **argv) {
@@ -299,46 +374,28 @@ int baton_cmd_train(int argc, char **argv) {
     long world = 1;
     if (baton__env_long("BATON_WORLD_SIZE", 1, 1, 1 << 20, &world) == BATON_ENOTFOUND)
         baton__env_long("WORLD_SIZE", 1, 1, 1 << 20, &world);
-    if (world > 1) {
-        fprintf(stderr, "baton train: data-parallel training (world size %ld) is not supported yet; run "
-                        "baton train without baton run\n", world);
-        return 2;
-    }
     baton_set_threads(o.threads ? (int)o.threads : default_threads());
 
+    baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
     baton_model *model = NULL;
     baton_tape *tape = NULL, *etape = NULL;
     baton_optim *opt = NULL;
-    baton_sampler sampler = {0};
+    baton_ddp *ddp = NULL;
+    baton_trace *trace = NULL;
+    baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
-    int exit_code = 1;
-    if (!strcmp(o.data, "synthetic")) {
-        rc = baton_dataset_synthetic(&train, (int)o.train_samples, 1, 28, 28, 10, o.seed);
-        if (rc >= 0) rc = baton_dataset_synthetic(&test, 10000, 1, 28, 28, 10, o.seed);
-        /* same prototypes (same seed), different noise: regenerate the test set from its own stream */
-        if (rc >= 0) {
-            baton_dataset full;
-            rc = baton_dataset_synthetic(&full, (int)o.train_samples + 10000, 1, 28, 28, 10, o.seed);
-            if (rc >= 0) {
-                memcpy(test.x, full.x + (size_t)o.train_samples * full.dim, (size_t)10000 * full.dim * sizeof(float));
-                memcpy(test.y, full.y + o.train_samples, 10000 * sizeof(int32_t));
-                memcpy(train.x, full.x, (size_t)o.train_samples * full.dim * sizeof(float));
-                memcpy(train.y, full.y, (size_t)o.train_samples * sizeof(int32_t));
-                baton_dataset_free(&full);
-            }
-        }
-    } else {
-        rc = baton_dataset_fashion_mnist(&train, &test, o.data_dir);
+    int exit_code = 1, rank = 0;
+    if (world > 1 && baton_init(&comm, NULL) < 0) {
+        fprintf(stderr, "baton train: joining the data-parallel job: %s\n", baton_last_error());
+        return 1;
     }
-    if (rc < 0) {
+    if (comm) {
+        rank = baton_comm_rank(comm);
+        world = baton_comm_size(comm);
+    }
+    if ((rc = load_data(&o, &train, &test)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
-        goto out;
-    }
-    long per_step = o.batch * o.accum;
-    if (per_step > train.n) {
-        fprintf(stderr, "baton train: --batch x --accum = %ld exceeds the %d training samples\n", per_step, train.n);
-        exit_code = 2;
         goto out;
     }
     if ((rc = baton_model_new(&model, &o.mc, o.seed)) < 0) {
@@ -351,88 +408,131 @@ int baton_cmd_train(int argc, char **argv) {
                              .momentum = (float)o.momentum, .weight_decay = (float)o.weight_decay,
                              .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     if ((rc = baton_optim_new(&opt, params, &oc)) < 0 ||
-        (rc = baton_sampler_init(&sampler, train.n, 0, 1, 1, o.seed)) < 0) {
+        (rc = baton_dist_sampler_init(&sampler, train.n, rank, (int)world, 1, o.drop_last, o.seed)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
+    long per_step = o.batch * o.accum;   /* samples per rank per optimizer step */
+    if (per_step > sampler.len) {
+        fprintf(stderr, "baton train: --batch x --accum = %ld exceeds the %d training samples of each rank\n", per_step,
+                sampler.len);
+        exit_code = 2;
         goto out;
     }
     tape = baton_tape_new(params, o.seed);
     etape = baton_tape_new(params, o.seed);
+    if (o.trace && !(trace = baton_trace_new(1 << 20))) rc = baton__fail(BATON_ENOMEM, "out of memory for --trace");
     if (!tape || !etape || batch_alloc(&bb, (int)o.batch, train.dim) || batch_alloc(&eb, (int)o.eval_batch, train.dim)) {
         fprintf(stderr, "baton train: out of memory\n");
+        goto out;
+    }
+    o.ddp.trace = trace;   /* broadcasts rank 0's replica, checks it, builds the buckets, hooks the tape */
+    if (rc < 0 || (rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
     long steps_per_epoch = sampler.len / per_step;
     long total = o.epochs * steps_per_epoch;
     if (o.steps_set && o.steps < total) total = o.steps;
+    double lr = o.lr_linear ? o.lr * (double)world : o.lr;   /* the effective batch is per_step x world */
     baton_lr_schedule sched = {.kind = !strcmp(o.schedule, "cosine") ? BATON_SCHED_COSINE
                                        : !strcmp(o.schedule, "step") ? BATON_SCHED_STEP : BATON_SCHED_CONST,
-                               .lr = (float)o.lr, .warmup = o.warmup < total ? o.warmup : total / 10,
+                               .lr = (float)lr, .warmup = o.warmup < total ? o.warmup : total / 10,
                                .total = total, .min_lr = (float)o.min_lr,
                                .step_every = o.step_every ? o.step_every : steps_per_epoch, .gamma = (float)o.gamma};
-    progress prog = {.tty = isatty(STDERR_FILENO),
+    progress prog = {.tty = rank == 0 && isatty(STDERR_FILENO),
                      .log_every = o.log_every ? o.log_every : (steps_per_epoch / 5 > 0 ? steps_per_epoch / 5 : 1)};
+    int talk = rank == 0 && (!o.json || prog.tty);   /* progress lines: rank 0 only */
     long epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
-    if (!o.json || prog.tty)
-        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), batch %ld x accum %ld, "
-                        "%s lr %g, %d threads\n", o.model, o.data, baton_params_numel(params), total, epochs,
-                steps_per_epoch, o.batch, o.accum, o.optim, o.lr, o.threads ? (int)o.threads : default_threads());
+    if (talk)
+        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
+                        "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
+                baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
+                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : default_threads());
 
     double losses[LOSS_WINDOW], initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = 0;
     uint64_t train_ns = 0;
     for (long epoch = 0; step < total; epoch++) {
-        baton_sampler_set_epoch(&sampler, epoch);
+        baton_dist_sampler_set_epoch(&sampler, epoch);
         double ep_loss = 0.0;
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         uint64_t ep_t0 = baton__now_ns();
         for (long s = 0; s < steps_per_epoch && step < total; s++, step++) {
-            uint64_t t0 = baton__now_ns();
+            uint64_t t0 = baton__now_ns(), t;
             double step_loss = 0.0;
             for (long k = 0; k < o.accum; k++) {   /* one optimizer step = accum micro-batches */
                 int correct;
+                t = baton__now_ns();
                 next_batch(&train, &sampler, (s * o.accum + k) * o.batch, (int)o.batch, &bb);
+                SPAN(BATON_EV_DATA, t);
+                t = baton__now_ns();
                 baton_tape_reset(tape, 1);
                 baton_tensor *loss = forward(model, tape, &train, &bb, (int)o.batch, &correct);
+                SPAN(BATON_EV_FORWARD, t);
+                t = baton__now_ns();
                 if (k == 0) baton_params_zero_grad(params);
-                baton_tape_backward(tape, loss, 1.0f / (float)o.accum);
+                baton_ddp_prepare(ddp, k == o.accum - 1);   /* the last micro-batch's backward launches buckets */
+                baton_tape_backward(tape, loss, baton_ddp_backward_scale(ddp) / (float)o.accum);
+                SPAN(BATON_EV_BACKWARD, t);
                 step_loss += loss->data[0] / (double)o.accum;
                 ep_correct += correct;
                 ep_seen += o.batch;
             }
-            /* [data-parallel: all-reduce and average the gradient slab here] */
-            if (o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
-            baton_optim_step(opt, baton_lr_at(&sched, step));
+            int skip;
+            if (baton_ddp_finish(ddp, &skip) < 0) {   /* wait for every bucket; gradients averaged */
+                fprintf(stderr, "\nbaton train: gradient all-reduce at step %ld: %s\n", step, baton_last_error());
+                goto out;
+            }
+            t = baton__now_ns();
+            if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
+            if (!skip) baton_optim_step(opt, baton_lr_at(&sched, step));
+            SPAN(BATON_EV_OPTIM, t);
             train_ns += baton__now_ns() - t0;
 
             if (!isfinite(step_loss)) {
-                fprintf(stderr, "\nbaton train: loss became %f at step %ld; lower --lr or set --clip\n", step_loss, step);
+                fprintf(stderr, "\nbaton train: loss became %f at step %ld on rank %d; lower --lr or set --clip\n",
+                        step_loss, step, rank);
                 goto out;
             }
             if (step == 0) initial_loss = step_loss;
             losses[step % LOSS_WINDOW] = step_loss;
             ep_loss += step_loss;
             ep_steps++;
-            double sps = (double)ep_seen / ((double)(baton__now_ns() - ep_t0) * 1e-9);
-            progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
-                          (double)ep_correct / ep_seen, sps, s + 1 == steps_per_epoch || step + 1 == total);
+            double sps = (double)ep_seen * world / ((double)(baton__now_ns() - ep_t0) * 1e-9);
+            if (rank == 0)
+                progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
+                              (double)ep_correct / ep_seen, sps, s + 1 == steps_per_epoch || step + 1 == total);
         }
-        long correct, count;
-        double lsum;
-        evaluate(model, etape, &test, 0, test.n, (int)o.eval_batch, &eb, &correct, &count, &lsum);
-        test_acc = (double)correct / count;
-        test_loss = lsum / count;
+        uint64_t t = baton__now_ns();
+        if (evaluate_all(comm, model, etape, &test, (int)o.eval_batch, &eb, &test_acc, &test_loss) < 0) {
+            fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());
+            goto out;
+        }
+        SPAN(BATON_EV_EVAL, t);
         if (prog.tty) fputc('\n', stderr);
-        fprintf(stderr, "epoch %ld/%ld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s\n", epoch + 1,
-                epochs, ep_loss / ep_steps, 100.0 * ep_correct / ep_seen, test_loss, 100.0 * test_acc,
-                (double)(baton__now_ns() - ep_t0) * 1e-9);
+        if (rank == 0)
+            fprintf(stderr, "epoch %ld/%ld: train loss %.4f acc %.2f%% (rank 0) | test loss %.4f acc %.2f%% | %.1f s\n",
+                    epoch + 1, epochs, ep_loss / ep_steps, 100.0 * ep_correct / ep_seen, test_loss, 100.0 * test_acc,
+                    (double)(baton__now_ns() - ep_t0) * 1e-9);
     }
     long window = step < LOSS_WINDOW ? step : LOSS_WINDOW;
-    double final_loss = 0.0;
+    double final_loss = 0.0, secs = (double)train_ns * 1e-9;
     for (long i = 0; i < window; i++) final_loss += losses[i] / window;
-    double secs = (double)train_ns * 1e-9;
-    double sps = secs > 0 ? (double)step * per_step / secs : 0.0, step_ms = step ? 1e3 * secs / step : 0.0;
+    /* the mean over ranks (each saw its own shard) and the slowest rank's time */
+    double agg[2] = {final_loss / (double)world, secs};
+    if (comm && (baton_allreduce(comm, agg, agg, 1, BATON_F64, BATON_SUM) < 0 ||
+                 baton_allreduce(comm, agg + 1, agg + 1, 1, BATON_F64, BATON_MAX) < 0)) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
+    final_loss = comm ? agg[0] : final_loss;
+    secs = agg[1];
+    double sps = secs > 0 ? (double)step * per_step * world / secs : 0.0, step_ms = step ? 1e3 * secs / step : 0.0;
+    baton_ddp_stats st;
+    baton_ddp_get_stats(ddp, &st);
 
-    if (o.save) {
+    if (o.save && rank == 0) {
         char hidden[128] = "";
         for (int i = 0; i < o.mc.n_hidden; i++)
             snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), "%s%d", i ? "," : "", o.mc.hidden[i]);
@@ -442,38 +542,55 @@ int baton_cmd_train(int argc, char **argv) {
             goto out;
         }
     }
-    if (o.json) {
+    if (trace && baton_trace_write(trace, comm, o.trace) < 0) {
+        fprintf(stderr, "baton train: --trace: %s\n", baton_last_error());
+        goto out;
+    }
+    if (talk && st.skipped) fprintf(stderr, "baton train: %ld step(s) skipped for non-finite gradients\n", st.skipped);
+    if (o.json && rank == 0) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", o.model);
         cJSON_AddStringToObject(j, "data", o.data);
-        cJSON_AddNumberToObject(j, "world_size", 1);
+        cJSON_AddNumberToObject(j, "world_size", (double)world);
         cJSON_AddNumberToObject(j, "steps", (double)step);
         cJSON_AddNumberToObject(j, "batch", (double)o.batch);
         cJSON_AddNumberToObject(j, "accum", (double)o.accum);
+        cJSON_AddNumberToObject(j, "effective_batch", (double)(per_step * world));
+        cJSON_AddNumberToObject(j, "lr", lr);
         cJSON_AddNumberToObject(j, "test_accuracy", test_acc);
         cJSON_AddNumberToObject(j, "test_loss", test_loss);
         cJSON_AddNumberToObject(j, "initial_loss", initial_loss);
         cJSON_AddNumberToObject(j, "final_loss", final_loss);
         cJSON_AddNumberToObject(j, "samples_per_sec", sps);
         cJSON_AddNumberToObject(j, "step_ms", step_ms);
-        cJSON_AddNumberToObject(j, "comm_exposed_ms", 0);
+        cJSON_AddNumberToObject(j, "comm_exposed_ms", st.steps ? (double)st.exposed_ns * 1e-6 / st.steps : 0.0);
+        cJSON_AddNumberToObject(j, "comm_ms", st.steps ? (double)st.comm_ns * 1e-6 / st.steps : 0.0);
+        cJSON_AddNumberToObject(j, "bytes_per_step", (double)st.bytes_per_step);
+        cJSON_AddNumberToObject(j, "buckets", st.buckets);
+        cJSON_AddStringToObject(j, "grad_dtype", baton_dtype_name(o.ddp.grad_dtype));
+        cJSON_AddBoolToObject(j, "overlap", o.ddp.overlap);
+        cJSON_AddNumberToObject(j, "skipped_steps", (double)st.skipped);
+        cJSON_AddNumberToObject(j, "loss_scale", st.loss_scale);
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)default_threads());
-        char *s = cJSON_PrintUnformatted(j);
-        if (s) printf("%s\n", s);
-        free(s);
+        char *js = cJSON_PrintUnformatted(j);
+        if (js) printf("%s\n", js);
+        free(js);
         cJSON_Delete(j);
     }
     exit_code = 0;
 out:
     batch_free(&bb);
     batch_free(&eb);
+    baton_ddp_free(ddp);
+    baton_trace_free(trace);
     baton_tape_free(tape);
     baton_tape_free(etape);
     baton_optim_free(opt);
-    baton_sampler_free(&sampler);
+    baton_dist_sampler_free(&sampler);
     baton_model_free(model);
     baton_dataset_free(&train);
     baton_dataset_free(&test);
+    baton_comm_free(comm);
     return exit_code;
 }

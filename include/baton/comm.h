@@ -63,13 +63,16 @@ typedef struct {
     baton_algo algo;                 /* AUTO unless forced (env BATON_ALGO) */
     double timeout_s;                /* every collective's bound, seconds (env BATON_TIMEOUT, default 300) */
     double join_timeout_s;           /* rendezvous join bound, seconds (env BATON_JOIN_TIMEOUT, default 120) */
+    double stall_warn_s;             /* a collective waiting this long logs which ranks have not reached it,
+                                      * and again each time as long again; 0 = never (env BATON_STALL_WARN, 60) */
 } baton_options;
 
 typedef struct baton_comm baton_comm;
 typedef struct baton_work baton_work;
 
 /* Fills `opt` with the defaults, then applies BATON_TRANSPORT, BATON_ALGO, BATON_TIMEOUT,
- * BATON_JOIN_TIMEOUT. Fails with a message naming a malformed variable. */
+ * BATON_JOIN_TIMEOUT, BATON_STALL_WARN. Fails with a message naming a malformed variable. Start from it
+ * when building options by hand. */
 int baton_options_from_env(baton_options *opt);
 
 /* Builds a communicator from the environment: baton's own variables (BATON_RANK, BATON_WORLD_SIZE, ...,

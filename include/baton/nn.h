@@ -98,6 +98,12 @@ size_t baton_params_numel(const baton_params *p);                 /* slab length
 baton_tensor *baton_params_tensor(baton_params *p, int i);        /* view used by ops */
 /* Marks every gradient empty: the next backward writes instead of adding. Padding stays zero. */
 void baton_params_zero_grad(baton_params *p);
+/* Moves the gradient slab into caller memory (baton_params_numel floats, 64-byte aligned, e.g. a
+ * shared-memory buffer from baton_buffer_alloc so that the data-parallel all-reduce is zero-copy): copies
+ * the current gradients there and repoints every view. The caller keeps ownership of `slab` and keeps it
+ * alive until baton_params_free or the next call; NULL moves the gradients back into memory the params own.
+ * Call it between steps (never while a tape recorded with these params is about to run backward). */
+int baton_params_set_grad_slab(baton_params *p, float *slab);
 
 /* ---- tape -------------------------------------------------------------------------------------------- */
 typedef struct baton_tape baton_tape;

@@ -150,6 +150,10 @@ static int cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const baton_st_entry *)a)->name, ((const baton_st_entry *)b)->name);
+}
+
 static int parse_entry(baton_st_file *f, const cJSON *item, baton_st_entry *e, size_t data_len) {
     const char *w = f->what, *name = item->string;
     if (strlen(name) > BATON_ST_MAX_NAME)
@@ -266,14 +270,17 @@ static int parse_owned(baton_st_file **out, unsigned char *buf, size_t len, cons
             }
             continue;
         }
-        for (int i = 0; i < f->n; i++)
-            if (!strcmp(f->e[i].name, it->string)) {
-                rc = baton__fail(BATON_EFORMAT, "%s: tensor %s appears twice", what, it->string);
-                goto fail;
-            }
         if ((rc = parse_entry(f, it, &f->e[f->n], data_len)) < 0) goto fail;
         f->n++;
     }
+    /* Duplicate names, found by sorting (a pairwise scan is quadratic: a hostile header of a million
+     * zero-sized tensors would hold the reader for hours). */
+    qsort(f->e, (size_t)f->n, sizeof *f->e, cmp_name);
+    for (int i = 1; i < f->n; i++)
+        if (!strcmp(f->e[i - 1].name, f->e[i].name)) {
+            rc = baton__fail(BATON_EFORMAT, "%s: tensor %s appears twice", what, f->e[i].name);
+            goto fail;
+        }
     /* The data section must be covered exactly: no overlaps, no holes, nothing after the last tensor. */
     qsort(f->e, (size_t)f->n, sizeof *f->e, cmp_begin);
     size_t pos = 0;

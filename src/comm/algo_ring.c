@@ -12,45 +12,40 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
     return pa < pb + blen && pb < pa + alen;
 }
 
-/* One reduce-scatter step's receiving side: where each incoming piece lands and how it is combined. */
+/* What a reduce-scatter step does with each piece of the incoming partial as it arrives. */
 typedef struct {
-    const uint8_t *mine;  /* this rank's input, at the received chunk's offset */
-    uint8_t *dst;         /* where the chunk's partial goes (wire element size wsz) */
-    uint8_t *tmp;         /* landing area for one piece when the partial cannot be received in place */
-    size_t xsz, wsz, esz; /* element bytes: on the wire in this step, of a partial, of the dtype */
-    int direct, first16;  /* received straight into dst; 16-bit raw values (step 0) to widen first */
+    uint8_t *d;           /* where this step's partial for the received chunk goes */
+    const uint8_t *in;    /* the receive buffer: d itself (direct) or the scratch */
+    const uint8_t *m;     /* this rank's own input for the received chunk */
     baton_dtype dt;
     baton_op op;
+    size_t esz, wsz, xsz; /* element bytes: user dtype, partial (f32 for 16-bit), on the wire this step */
+    int is16, first, direct;
 } rs_step;
 
-static void *rs_dst(void *arg, size_t off, size_t len) {
-    (void)len;
-    rs_step *st = arg;
-    return st->direct ? st->dst + off : st->tmp;   /* direct implies xsz == wsz */
-}
-
-static int rs_done(void *arg, size_t off, size_t len) {
-    rs_step *st = arg;
-    size_t b = off / st->xsz, rn = len / st->xsz;
-    uint8_t *d = st->dst + b * st->wsz;
-    const uint8_t *m = st->mine + b * st->esz;
-    if (baton__is16(st->dt)) {
-        if (st->first16) {   /* d = widen(the left rank's raw values), then d op= widen(mine) */
-            if (st->dt == BATON_F16) baton__f16_to_f32((float *)d, (const uint16_t *)st->tmp, rn);
-            else baton__bf16_to_f32((float *)d, (const uint16_t *)st->tmp, rn);
+/* Elements [lo, hi) of the incoming partial are complete: combine them with this rank's input. */
+static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
+    const rs_step *st = ctx;
+    size_t lo = lo_b / st->xsz, n = hi_b / st->xsz - lo;
+    uint8_t *d = st->d + lo * st->wsz;
+    const uint8_t *m = st->m + lo * st->esz;
+    if (st->is16) {
+        if (st->first) { /* d = widen(left's raw values), then d op= widen(mine) */
+            const uint16_t *raw = (const uint16_t *)st->in + lo;
+            if (st->dt == BATON_F16) baton__f16_to_f32((float *)d, raw, n);
+            else baton__bf16_to_f32((float *)d, raw, n);
         }
-        baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, rn, st->dt, st->op);
+        baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, n, st->dt, st->op);
     } else if (st->direct) {
-        baton__reduce(d, m, rn, st->dt, st->op);
+        baton__reduce(d, m, n, st->dt, st->op);
     } else {
-        const void *srcs[2] = {st->tmp, m};
-        baton__reduce_n(d, srcs, 2, rn, st->dt, st->op, 0);
+        const void *srcs[2] = {st->in + lo * st->wsz, m};
+        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, 0);
     }
-    return BATON_OK;
 }
 
 /* The reduce-scatter phase. count elements of `mine` are split into n chunks (baton__chunk). At step s
- * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from the left,
+ * (0..n-2) rank me sends chunk (me + a - s) to its right and receives chunk (me + a - s - 1) from its left,
  * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
  *
  * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
@@ -59,30 +54,32 @@ static int rs_done(void *arg, size_t off, size_t len) {
  * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
  * and f32 partials from step 1 on.
  *
- * Each step's data is ready when the step starts, so with a transport that offers sendrecv_pieces the
- * whole chunk goes out as one message while the incoming one is reduced piece by piece (segment_bytes)
- * as it lands: the link never waits for the reduction. Otherwise the step is a sequence of segment-sized
- * sendrecv calls, each followed by the reduction of its segment. */
+ * Each step is one message each way (or a few: at most 16 segments each). Everything a step sends is ready
+ * when it starts (raw input, or the previous step's partial), so the whole chunk streams out while the
+ * incoming one is combined segment by segment as it lands (baton_recv_progress): the link never waits for
+ * the reduction. A partial that cannot land in place (in place, or 16-bit raw values) lands in one reused
+ * buffer of at most 16 segments, which stays cache-warm and is not re-faulted on every call. */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
                    uint8_t *acc, uint8_t *out, const char *what) {
     const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
-    const int is16 = baton__is16(dt), pieces = g->t->ops->sendrecv_pieces != NULL;
+    const int is16 = baton__is16(dt);
     const size_t esz = baton__esize(dt), wsz = is16 ? 4 : esz;
     size_t seg = baton__segment(g) / wsz;
     if (seg == 0) seg = 1;
     size_t maxlen = count / (size_t)n + (count % (size_t)n ? 1 : 0);
-    if (seg > maxlen) seg = maxlen;   /* maxlen >= 1: count >= 1 */
     BATON_ASSERT(!(acc && is16));
+    /* A step's chunk travels in messages of at most msg elements (16 segments: 4 MiB of f32 by default),
+     * so that a partial that cannot be received in place needs a bounded, reused landing buffer. */
+    const size_t msg = seg * 16;
     uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL;
     int rc = BATON_OK;
     if (!acc) {
-        pp[0] = malloc(maxlen * wsz);
-        pp[1] = malloc(maxlen * wsz);
-    }
-    tmp = malloc(seg * wsz);
-    if ((!acc && (!pp[0] || !pp[1])) || !tmp) {
-        rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
-        goto done;
+        pp[0] = malloc(maxlen * wsz + 1);
+        pp[1] = malloc(maxlen * wsz + 1);
+        if (!pp[0] || !pp[1]) {
+            rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
+            goto done;
+        }
     }
     for (int s = 0; s < n - 1; s++) {
         const int sc = baton__mod(me + a - s, n), rcv = baton__mod(me + a - s - 1, n);
@@ -96,24 +93,23 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         /* destination of this step's partial for chunk rcv, and source of the partial we forward */
         uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
         const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
-        rs_step st = {mine + roff * esz, dst, tmp, xsz, wsz, esz,
-                      !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz), is16 && s == 0,
-                      dt, op};
-        if (pieces) {
-            baton_piece_sink sink = {rs_dst, rs_done, &st};
-            rc = baton__gsendrecv_pieces(g, right, src, slen * xsz, left, rlen * xsz, seg * xsz, &sink, what);
-            if (rc < 0) goto done;
-            continue;
+        const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
+        if (!direct && !tmp && !(tmp = malloc((maxlen < msg ? maxlen : msg) * wsz + 1))) {
+            rc = baton__fail(BATON_ENOMEM, "%s: out of memory for a %zu-element landing buffer", what, msg);
+            goto done;
         }
-        size_t nseg = ((slen > rlen ? slen : rlen) + seg - 1) / seg;
-        for (size_t k = 0; k < nseg; k++) {
-            size_t b = k * seg;
-            size_t sn = b < slen ? (slen - b < seg ? slen - b : seg) : 0;
-            size_t rn = b < rlen ? (rlen - b < seg ? rlen - b : seg) : 0;
-            rc = baton__gsendrecv(g, right, src + b * xsz, sn * xsz, left, rs_dst(&st, b * xsz, rn * xsz), rn * xsz,
-                                  what);
+        size_t nmsg = ((slen > rlen ? slen : rlen) + msg - 1) / msg;
+        for (size_t k = 0; k < nmsg; k++) {
+            size_t b = k * msg;
+            size_t sn = b < slen ? (slen - b < msg ? slen - b : msg) : 0;
+            size_t rn = b < rlen ? (rlen - b < msg ? rlen - b : msg) : 0;
+            rs_step st = {.d = dst + b * wsz, .in = direct ? dst + b * wsz : tmp, .m = mine + (roff + b) * esz,
+                          .dt = dt, .op = op, .esz = esz, .wsz = wsz, .xsz = xsz, .is16 = is16, .first = s == 0,
+                          .direct = direct};
+            baton_recv_progress prog = {.unit = seg * xsz, .fn = rs_combine, .ctx = &st};
+            rc = baton__gsendrecv_cb(g, right, src + b * xsz, sn * xsz, left, direct ? dst + b * wsz : tmp, rn * xsz,
+                                     rn ? &prog : NULL, what);
             if (rc < 0) goto done;
-            if (rn) rs_done(&st, b * xsz, rn * xsz);
         }
     }
     {

@@ -37,20 +37,19 @@ static inline size_t baton__segment(const baton_group *g) {
     return g->segment_bytes ? g->segment_bytes : BATON_SEGMENT_DEFAULT;
 }
 
-/* sendrecv between group indices (-1: none); on failure prefixes `what` to the transport's detail. */
-static inline int baton__gsendrecv(const baton_group *g, int sidx, const void *sbuf, size_t sbytes, int ridx,
-                                   void *rbuf, size_t rbytes, const char *what) {
+/* sendrecv between group indices (-1: none); on failure prefixes `what` to the transport's detail.
+ * The _cb form reports the receive buffer's progress (see baton_recv_progress). */
+static inline int baton__gsendrecv_cb(const baton_group *g, int sidx, const void *sbuf, size_t sbytes, int ridx,
+                                      void *rbuf, size_t rbytes, const baton_recv_progress *progress,
+                                      const char *what) {
     int sp = sidx >= 0 ? baton__group_peer(g, sidx) : -1, rp = ridx >= 0 ? baton__group_peer(g, ridx) : -1;
-    int rc = g->t->ops->sendrecv(g->t, sp, sbuf, sbytes, rp, rbuf, rbytes, g->deadline_ns);
+    int rc = g->t->ops->sendrecv(g->t, sp, sbuf, sbytes, rp, rbuf, rbytes, g->deadline_ns, progress);
     return rc < 0 ? baton__fail_ctx(rc, "%s: ", what) : rc;
 }
 
-/* sendrecv_pieces between group indices (the transport must provide it). */
-static inline int baton__gsendrecv_pieces(const baton_group *g, int sidx, const void *sbuf, size_t sbytes, int ridx,
-                                          size_t rbytes, size_t piece, const baton_piece_sink *sink, const char *what) {
-    int sp = sidx >= 0 ? baton__group_peer(g, sidx) : -1, rp = ridx >= 0 ? baton__group_peer(g, ridx) : -1;
-    int rc = g->t->ops->sendrecv_pieces(g->t, sp, sbuf, sbytes, rp, rbytes, piece, sink, g->deadline_ns);
-    return rc < 0 ? baton__fail_ctx(rc, "%s: ", what) : rc;
+static inline int baton__gsendrecv(const baton_group *g, int sidx, const void *sbuf, size_t sbytes, int ridx,
+                                   void *rbuf, size_t rbytes, const char *what) {
+    return baton__gsendrecv_cb(g, sidx, sbuf, sbytes, ridx, rbuf, rbytes, NULL, what);
 }
 
 /* Validates the group and arguments every algorithm shares. */

@@ -7,6 +7,7 @@
  *   several nodes:            hierarchical: direct inside each node, ring/rd across node leaders,
  *                             broadcast back inside each node */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,43 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
     return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
 }
 
+/* After a failure: the first rank to fail posts its detail to the store, so that ranks which only saw a
+ * consequence (a neighbour closing its connection, an abort) can report the first failure too; then every
+ * failing rank writes its flight recorder. The detail of the current error is kept. */
+static void report_failure(baton_comm *c, int rc) {
+    char mine[512], first[512] = "";
+    snprintf(mine, sizeof mine, "%s", baton_last_error());
+    if (c->store) {
+        pthread_mutex_lock(&c->store_mu);
+        int64_t n = 0;
+        char line[600];
+        snprintf(line, sizeof line, "rank %d: %s", c->rank, mine);
+        if (baton_store_add(c->store, "baton/failures", 1, &n) == BATON_OK) {
+            if (n == 1) {
+                baton_store_set(c->store, "baton/failure", line, strlen(line));
+            } else {
+                void *v = NULL;
+                size_t len = 0;
+                if (baton_store_get(c->store, "baton/failure", &v, &len, 1.0) == BATON_OK) {
+                    snprintf(first, sizeof first, "%.*s", (int)(len < sizeof first - 1 ? len : sizeof first - 1), (char *)v);
+                    free(v);
+                }
+            }
+        }
+        pthread_mutex_unlock(&c->store_mu);
+    }
+    char path[600];
+    int drc = baton__flight_dump(&c->flight, c->rank, c->world, c->job_id, mine, path, sizeof path);
+    if (drc == BATON_OK)
+        BATON_WARN("flight recorder written to %s (read all ranks' with `baton doctor`)", path);
+    else
+        BATON_WARN("%s", baton_last_error());
+    if (first[0] && !strstr(mine, first) && strncmp(first, "rank ", 5) == 0)
+        baton__fail(rc, "%s [first failure in the job: %s]", mine, first);
+    else
+        baton__fail(rc, "%s", mine);
+}
+
 /* Runs one collective now (on the user's thread when nothing is queued, else on the comm thread).
  * A failure breaks the communicator for good. */
 int baton__coll_exec(baton_comm *c, const coll_args *a) {
@@ -167,6 +205,14 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
     if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
     c->desc = &desc;
+    baton__flight_start(&c->flight, &desc);
+    atomic_store_explicit(&c->running_count, desc.count, memory_order_relaxed);
+    atomic_store_explicit(&c->running_meta,
+                          (uint64_t)desc.kind | (uint64_t)desc.dtype << 8 | (uint64_t)desc.op << 16 |
+                              (uint64_t)(uint32_t)desc.root << 32,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->running_since, baton__now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->running_seq, desc.seq, memory_order_release);
     if (c->shm) baton__shm_announce(c->shm, &desc);
     if (c->tcp) c->tcp->desc = &desc;
     if (c->shm_tp) c->shm_tp->desc = &desc;
@@ -174,13 +220,16 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->tcp) c->tcp->desc = NULL;
     if (c->shm_tp) c->shm_tp->desc = NULL;
     c->desc = NULL;
+    atomic_store_explicit(&c->running_seq, 0, memory_order_release);
+    baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0);
     if (rc < 0) {
         char what[128];
         baton__desc_format(&desc, what, sizeof what);
         baton__fail_ctx(rc, "%s: ", what);
         c->broken = 1;
+        if (c->shm) baton__shm_abort(c->shm, baton_last_error());
+        report_failure(c, rc);
         snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
-        if (c->shm) baton__shm_abort(c->shm, c->broken_reason);
     }
     return rc;
 }

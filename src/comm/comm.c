@@ -71,6 +71,7 @@ int baton_options_from_env(baton_options *o) {
     memset(o, 0, sizeof *o);
     o->timeout_s = 300;
     o->join_timeout_s = 120;
+    o->stall_warn_s = 60;
     const char *s;
     if ((s = getenv("BATON_TRANSPORT")) && *s && baton_transport_parse(s, &o->transport) < 0)
         return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp", s);
@@ -79,6 +80,8 @@ int baton_options_from_env(baton_options *o) {
     int rc = baton__env_double("BATON_TIMEOUT", 300, 0.001, 1e7, &o->timeout_s);
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
     rc = baton__env_double("BATON_JOIN_TIMEOUT", 120, 0.001, 1e7, &o->join_timeout_s);
+    if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
+    rc = baton__env_double("BATON_STALL_WARN", 60, 0, 1e7, &o->stall_warn_s);
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
     return BATON_OK;
 }
@@ -162,6 +165,7 @@ static int connect_store(baton_comm *c, baton_store_plan *plan) {
     if (rc < 0) return baton__fail_ctx(rc, "cannot join the store at %s:%d: ", plan->host, plan->port);
     memcpy(c->secret, plan->secret, sizeof c->secret);
     snprintf(c->store_host, sizeof c->store_host, "%s", plan->host);
+    c->store_port = plan->port;
     return BATON_OK;
 }
 
@@ -287,10 +291,17 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
  * outnumber the CPUs), for every thread of the process (OpenBLAS's pool exists already). Ranks that share
  * a core, or that migrate, spin on each other's flags in vain. BATON_BIND=none leaves placement alone;
  * auto (the default) also leaves it alone when something (mpirun, taskset, cgroups) already restricted it. */
+static int bind_mode(const char **mode) {
+    *mode = getenv("BATON_BIND");
+    if (*mode && **mode && strcmp(*mode, "auto") && strcmp(*mode, "core") && strcmp(*mode, "none"))
+        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", *mode);
+    return BATON_OK;
+}
+
 static int bind_cpus(baton_comm *c) {
-    const char *mode = getenv("BATON_BIND");
-    if (mode && *mode && strcmp(mode, "auto") && strcmp(mode, "core") && strcmp(mode, "none"))
-        return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", mode);
+    const char *mode;
+    int rc = bind_mode(&mode);
+    if (rc < 0) return rc;
     if (mode && !strcmp(mode, "none")) return BATON_OK;
     int forced = mode && !strcmp(mode, "core");
     cpu_set_t cur;
@@ -322,7 +333,7 @@ static int bind_cpus(baton_comm *c) {
 }
 
 static int init_async(baton_comm *c) {
-    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL))
+    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) || pthread_mutex_init(&c->store_mu, NULL))
         return baton__fail(BATON_ESYS, "cannot initialize the communicator's locks");
     return BATON_OK;
 }
@@ -360,6 +371,8 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     }
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
+    const char *bind;
+    if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
     c->world = c->id.world;
     baton__log_set_rank(c->rank);
@@ -388,6 +401,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
     if (plan.host_it && plan.file[0]) unlink(plan.file); /* everyone joined: the hand-off is done */
+    if ((rc = baton__watchdog_start(c)) < 0) goto fail;
     BATON_INFO("joined: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, job %s", c->rank, c->world,
                c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport), c->job_id);
     *out = c;
@@ -400,6 +414,7 @@ fail:
 
 void baton_comm_free(baton_comm *c) {
     if (!c) return;
+    baton__watchdog_stop(c);
     baton__async_stop(c);
     while (c->buffers) baton_buffer_free(c, c->buffers->local);
     if (c->tcp) c->tcp->ops->close(c->tcp);
@@ -413,6 +428,7 @@ void baton_comm_free(baton_comm *c) {
     free(c->leaders);
     free(c->local_ranks);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->store_mu);
     pthread_cond_destroy(&c->cv);
     free(c);
 }

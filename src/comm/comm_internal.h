@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "baton/comm.h"
+#include "comm/flight.h"
 #include "rendezvous/store.h"
 #include "transport/frame.h"
 #include "transport/shm.h"
@@ -81,6 +82,8 @@ struct baton_comm {
     char job_id[64];
     uint8_t secret[BATON_STORE_SECRET_BYTES]; /* the job's secret (store and TCP handshakes) */
     char store_host[256];          /* where the store is (to find this host's address across nodes) */
+    int store_port;
+    pthread_mutex_t store_mu;      /* the store client is used by one thread at a time */
 
     baton_store_server *store_server;
     baton_store *store;
@@ -92,6 +95,13 @@ struct baton_comm {
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     uint64_t seq;                  /* collectives run so far */
     const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
+    baton_flight flight;           /* the last 256 collectives, written out when one fails */
+    /* for the watchdog thread: the running collective (0: none) and since when (CLOCK_MONOTONIC ns) */
+    _Atomic uint64_t running_seq, running_since;
+    _Atomic uint64_t running_count, running_meta; /* its count; kind | dtype << 8 | op << 16 | root << 32 */
+    pthread_t watchdog;
+    int watchdog_started;
+    double stall_s;                /* BATON_STALL_WARN: seconds before the first stall warning; 0 = off */
     uint64_t small_seq;            /* small shm all-reduces so far */
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;
@@ -109,6 +119,10 @@ struct baton_comm {
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);
+
+/* watchdog.c: stall warnings (names the ranks that have not reached a collective that waits too long) */
+int baton__watchdog_start(baton_comm *c);
+void baton__watchdog_stop(baton_comm *c);
 
 /* coll.c */
 int baton__coll_exec(baton_comm *c, const coll_args *a);

@@ -8,6 +8,10 @@
 #include "comm/reduce_impl.h"
 #include "util/util.h"
 
+#ifdef BATON_REDUCE_X86
+#include <cpuid.h>
+#endif
+
 static _Atomic(const baton__reduce_kernels *) g_kernels;
 static _Atomic long g_nt_bytes = -1;  /* BATON_REDUCE_NT_BYTES, read on first use; -1: not read yet */
 
@@ -23,7 +27,10 @@ static int isa_level(const char *name) {
 static int cpu_level(void) {
 #ifdef BATON_REDUCE_X86
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+    /* F16C from CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c" */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    int avx2 = __builtin_cpu_supports("avx2") && f16c && __builtin_cpu_supports("fma");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     return avx512 ? 2 : avx2 ? 1 : 0;

@@ -53,6 +53,37 @@ static void post(baton_comm *c, uint64_t v) { baton__shm_post(c->shm, BATON_SHM_
 /* After the first wait that every rank has passed: do all agree on what this collective is? */
 static int check_peers(baton_comm *c) { return baton__shm_check_peers(c->shm, c->desc); }
 
+/* Chunk k of a direct collective: its number g among all chunks of the communicator, its staging buffer
+ * b = g % 2, and the elements [off, off + m) it covers. */
+typedef struct {
+    uint64_t g;
+    int b;
+    size_t k, off, m;
+} chunk_pos;
+
+/* Positions chunk k of `count` elements cut into chunks of `chunk`. */
+static void chunk_at(baton_comm *c, size_t k, size_t chunk, size_t count, chunk_pos *p) {
+    p->k = k;
+    p->g = c->big_chunks + k;
+    p->b = (int)(p->g & 1);
+    p->off = k * chunk;
+    p->m = count - p->off < chunk ? count - p->off : chunk;
+}
+
+/* The same, then waits until the chunk's staging buffer may be refilled. */
+static int chunk_begin(baton_comm *c, size_t k, size_t chunk, size_t count, chunk_pos *p, uint64_t deadline) {
+    chunk_at(c, k, chunk, count, p);
+    return wait_free(c, p->g, deadline);
+}
+
+/* Posts "my part of the chunk is staged", waits for everyone's; on the first chunk compares descriptors. */
+static int chunk_staged(baton_comm *c, const chunk_pos *p, uint64_t deadline) {
+    post(c, 3 * p->g + 1);
+    int rc = wait_all(c, 3 * p->g + 1, deadline);
+    if (rc == BATON_OK && p->k == 0) rc = check_peers(c);
+    return rc;
+}
+
 static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                            int avg_div, uint64_t deadline) {
     int L = c->local_size, me = c->local_rank;
@@ -131,16 +162,19 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
     int stream = count * esz >= c->shm_stream_bytes;
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
-        uint64_t g = c->big_chunks + k;
-        int b = (int)(g & 1);
-        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
+        chunk_pos p;
+        if ((rc = chunk_begin(c, k, chunk, count, &p, deadline)) < 0) return rc;
+        uint64_t g = p.g;
+        int b = p.b;
+        size_t off = p.off, m = p.m;
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
-        memcpy(mine, in + off * esz, m * esz);
-        post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
+        /* Stage the slices the other ranks reduce; my own slice I read from my input directly. */
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
-        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
+        memcpy(mine, in + off * esz, lo * esz);
+        memcpy(mine + hi * esz, in + (off + hi) * esz, (m - hi) * esz);
+        if ((rc = chunk_staged(c, &p, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++)
+            srcs[q] = q == me ? in + (off + lo) * esz : (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
         baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
         post(c, 3 * g + 2);
         if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
@@ -172,17 +206,15 @@ int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_
     const void *srcs[BATON_SHM_MAX_LOCAL];
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
-        uint64_t g = c->big_chunks + k;
-        int b = (int)(g & 1);
-        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
-        uint8_t *mine = baton__shm_stage(c->shm, me, b);
-        for (int r = 0; r < L; r++) memcpy(mine + (size_t)r * chunk * esz, in + ((size_t)r * count + off) * esz, m * esz);
-        post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
-        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, b) + (size_t)me * chunk * esz;
-        baton__reduce_n(out + off * esz, srcs, L, m, dt, op, op == BATON_AVG ? L : 0);
-        post(c, 3 * g + 3);
+        chunk_pos p;
+        if ((rc = chunk_begin(c, k, chunk, count, &p, deadline)) < 0) return rc;
+        uint8_t *mine = baton__shm_stage(c->shm, me, p.b);
+        for (int r = 0; r < L; r++)
+            memcpy(mine + (size_t)r * chunk * esz, in + ((size_t)r * count + p.off) * esz, p.m * esz);
+        if ((rc = chunk_staged(c, &p, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++) srcs[q] = (uint8_t *)baton__shm_stage(c->shm, q, p.b) + (size_t)me * chunk * esz;
+        baton__reduce_n(out + p.off * esz, srcs, L, p.m, dt, op, op == BATON_AVG ? L : 0);
+        post(c, 3 * p.g + 3);
     }
     c->big_chunks += nchunks;
     return BATON_OK;
@@ -199,16 +231,13 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
     uint8_t *out = recv;
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
-        uint64_t g = c->big_chunks + k;
-        int b = (int)(g & 1);
-        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if ((rc = wait_free(c, g, deadline)) < 0) return rc;
-        memcpy(baton__shm_stage(c->shm, me, b), in + off * esz, m * esz);
-        post(c, 3 * g + 1);
-        if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (k == 0 && (rc = check_peers(c)) < 0)) return rc;
+        chunk_pos p;
+        if ((rc = chunk_begin(c, k, chunk, count, &p, deadline)) < 0) return rc;
+        memcpy(baton__shm_stage(c->shm, me, p.b), in + p.off * esz, p.m * esz);
+        if ((rc = chunk_staged(c, &p, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++)
-            memmove(out + ((size_t)q * count + off) * esz, baton__shm_stage(c->shm, q, b), m * esz);
-        post(c, 3 * g + 3);
+            memmove(out + ((size_t)q * count + p.off) * esz, baton__shm_stage(c->shm, q, p.b), p.m * esz);
+        post(c, 3 * p.g + 3);
     }
     c->big_chunks += nchunks;
     return BATON_OK;
@@ -220,22 +249,20 @@ int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt,
     size_t esz = baton_dtype_size(dt);
     size_t chunk = BATON_SHM_STAGE_BYTES / esz;
     size_t nchunks = (count + chunk - 1) / chunk;
-    uint8_t *p = buf;
+    uint8_t *data = buf;
     int rc;
     for (size_t k = 0; k < nchunks; k++) {
-        uint64_t g = c->big_chunks + k;
-        int b = (int)(g & 1);
-        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        if (me == root) {
-            if ((rc = wait_free(c, g, deadline)) < 0) return rc;
-            memcpy(baton__shm_stage(c->shm, root, b), p + off * esz, m * esz);
-            post(c, 3 * g + 3);
-        } else {
-            if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * g + 3, deadline)) < 0) return rc;
+        chunk_pos p;
+        if (me == root) { /* stage, and say so */
+            if ((rc = chunk_begin(c, k, chunk, count, &p, deadline)) < 0) return rc;
+            memcpy(baton__shm_stage(c->shm, root, p.b), data + p.off * esz, p.m * esz);
+        } else { /* wait for the root's chunk, take it */
+            chunk_at(c, k, chunk, count, &p);
+            if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * p.g + 3, deadline)) < 0) return rc;
             if (k == 0 && (rc = baton__shm_check_one(c->shm, root, c->desc)) < 0) return rc;
-            memcpy(p + off * esz, baton__shm_stage(c->shm, root, b), m * esz);
-            post(c, 3 * g + 3);
+            memcpy(data + p.off * esz, baton__shm_stage(c->shm, root, p.b), p.m * esz);
         }
+        post(c, 3 * p.g + 3);
     }
     c->big_chunks += nchunks;
     /* The root waits until every rank has taken the data and then compares descriptors: otherwise two

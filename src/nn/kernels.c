@@ -5,23 +5,25 @@
 
 #include "nn/nn_impl.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+/* Not under the sanitizers: ThreadSanitizer cannot run the ifunc resolvers target_clones makes (they run
+ * during relocation, before its runtime is up), so those builds get the portable versions only. Not with
+ * clang either: clang 14 leaves out the dispatcher of a clone that its own file does not call. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"   /* vectors only cross static inline helpers */
-#endif
-
 typedef float vf __attribute__((vector_size(32)));
 typedef int32_t vi __attribute__((vector_size(32)));
 #define VW 8
-static inline vf ld(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
-static inline void st(float *p, vf v) { memcpy(p, &v, sizeof v); }
-static inline vf splat(float x) { return (vf){x, x, x, x, x, x, x, x}; }
-static inline vf relu8(vf v) { return (vf)((vi)v & (vi)(v > splat(0.0f))); }
+/* Macros, not functions: a function passing 8-wide vectors has a different ABI with and without AVX,
+ * which clang rejects in the baseline clone. */
+#define ld(p) (__extension__({ vf ld_v_; memcpy(&ld_v_, (p), sizeof ld_v_); ld_v_; }))
+#define st(p, v) do { vf st_v_ = (v); memcpy((p), &st_v_, sizeof st_v_); } while (0)
+#define splat(x) ((vf){(x), (x), (x), (x), (x), (x), (x), (x)})
+#define relu8(v) (__extension__({ vf r_v_ = (v); (vf)((vi)r_v_ & (vi)(r_v_ > splat(0.0f))); }))
 
 /* y (M,N) = relu?(y + b (N)) */
 HOT void baton__bias_act_rows(float *y, const float *b, int m, int n, int relu) {

@@ -60,6 +60,7 @@ struct baton_params {
     baton_tensor *tensors;    /* count tensors viewing the slabs */
     float *data, *grad;       /* slabs of numel floats, 64-byte aligned */
     size_t numel;
+    float *own_grad;          /* the slab allocated here; grad != own_grad when a caller lent one */
 };
 
 int baton_params_new(baton_params **out, const baton_param_info *infos, int count) {
@@ -96,7 +97,7 @@ int baton_params_new(baton_params **out, const baton_param_info *infos, int coun
     }
     p->numel = off;
     p->data = aligned_alloc(64, off * sizeof(float));
-    p->grad = aligned_alloc(64, off * sizeof(float));
+    p->grad = p->own_grad = aligned_alloc(64, off * sizeof(float));
     if (!p->data || !p->grad) {
         baton_params_free(p);
         return baton__fail(BATON_ENOMEM, "params: out of memory for %zu floats", off);
@@ -123,7 +124,7 @@ void baton_params_free(baton_params *p) {
     free(p->info);
     free(p->tensors);
     free(p->data);
-    free(p->grad);
+    free(p->own_grad);
     free(p);
 }
 
@@ -146,4 +147,15 @@ baton_tensor *baton_params_tensor(baton_params *p, int i) {
 }
 void baton_params_zero_grad(baton_params *p) {
     for (int i = 0; i < p->count; i++) p->tensors[i].grad_full = 0;
+}
+
+int baton_params_set_grad_slab(baton_params *p, float *slab) {
+    float *to = slab ? slab : p->own_grad;
+    if (((uintptr_t)to & 63) != 0)
+        return baton__fail(BATON_EINVAL, "params: a gradient slab must be 64-byte aligned (got %p)", (void *)to);
+    if (to == p->grad) return BATON_OK;
+    memcpy(to, p->grad, p->numel * sizeof(float));
+    p->grad = to;
+    for (int i = 0; i < p->count; i++) p->tensors[i].grad = to + p->info[i].offset;
+    return BATON_OK;
 }

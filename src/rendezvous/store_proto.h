@@ -161,6 +161,16 @@ int baton__store_mac(const uint8_t *secret, size_t secret_len, char who, const u
 /* Checks 16..64 bytes and initializes libsodium. */
 int baton__store_check_secret(const uint8_t *secret, size_t secret_len);
 
+/* The server's pure checks of untrusted bytes (no I/O, no allocation, no server state; the fuzz target
+ * fuzz/fuzz_store.c drives them directly):
+ * baton__store_req_parse decodes a request header into *r and returns 1 when it may be served (magic,
+ * version, op, reserved field and both lengths valid), 0 when the connection must be closed;
+ * baton__store_auth_verify returns 1 when an AUTH message carries the right magic/version and the client
+ * MAC for this server nonce, else 0. */
+int baton__store_req_parse(const unsigned char b[STORE_REQ_BYTES], store_req *r);
+int baton__store_auth_verify(const uint8_t *secret, size_t secret_len, const uint8_t snonce[STORE_NONCE_BYTES],
+                             const unsigned char m[STORE_AUTH_BYTES]);
+
 /* Server knobs; baton_store_server_start uses the defaults (0 = default). Tests shrink them. */
 typedef struct {
     int auth_timeout_ms;   /* an unauthenticated connection is dropped after this; default 5000 */

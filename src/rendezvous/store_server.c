@@ -461,8 +461,10 @@ static void execute(baton_store_server *s, conn *c) {
     }
 }
 
-/* Checks a request header; 0 when it may be served. Nothing is allocated before this passes. */
-static int header_ok(const store_req *r) {
+/* Decodes and checks a request header (see store_proto.h); 1 when it may be served. Nothing is allocated
+ * before this passes. */
+int baton__store_req_parse(const unsigned char b[STORE_REQ_BYTES], store_req *r) {
+    store_req_decode(b, r);
     if (r->magic != STORE_REQ_MAGIC || r->version != STORE_VERSION || r->reserved != 0) return 0;
     if (r->op < STORE_OP_SET || r->op > STORE_OP_BARRIER) return 0;
     if (r->key_len < 1 || r->key_len > BATON_STORE_MAX_KEY) return 0;
@@ -471,11 +473,11 @@ static int header_ok(const store_req *r) {
     return 1;
 }
 
-static int auth_ok(baton_store_server *s, conn *c) {
-    const unsigned char *m = c->hdr;
+int baton__store_auth_verify(const uint8_t *secret, size_t secret_len, const uint8_t snonce[STORE_NONCE_BYTES],
+                             const unsigned char m[STORE_AUTH_BYTES]) {
     if (store_get32(m) != STORE_AUTH_MAGIC || store_get16(m + 4) != STORE_VERSION || store_get16(m + 6) != 0) return 0;
     uint8_t want[STORE_MAC_BYTES];
-    if (baton__store_mac(s->secret, s->secret_len, 'c', c->snonce, m + 8, want) < 0) return 0;
+    if (baton__store_mac(secret, secret_len, 'c', snonce, m + 8, want) < 0) return 0;
     int ok = sodium_memcmp(want, m + 8 + STORE_NONCE_BYTES, STORE_MAC_BYTES) == 0;
     sodium_memzero(want, sizeof want);
     return ok;
@@ -506,7 +508,7 @@ static void on_readable(baton_store_server *s, conn *c) {
             c->hdr_got += (size_t)r;
             if ((size_t)r < need) continue;
             if (c->state == C_AUTH) {
-                if (!auth_ok(s, c)) {
+                if (!baton__store_auth_verify(s->secret, s->secret_len, c->snonce, c->hdr)) {
                     kill_conn(s, c, &s->stats.auth_failed);
                     return;
                 }
@@ -522,8 +524,7 @@ static void on_readable(baton_store_server *s, conn *c) {
                 flush(s, c);
                 continue;
             }
-            store_req_decode(c->hdr, &c->req);
-            if (!header_ok(&c->req)) {
+            if (!baton__store_req_parse(c->hdr, &c->req)) {
                 kill_conn(s, c, &s->stats.proto_errors);
                 return;
             }

@@ -410,7 +410,7 @@ static uint8_t *chan_data(baton_shm *s, int src, int dst) {
 enum { CHAN_PIECE = 64 << 10 }; /* publish progress at least this often so the peer can start early */
 
 static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
-                        size_t rbytes, uint64_t deadline) {
+                        size_t rbytes, uint64_t deadline, const baton_recv_progress *progress) {
     shm_transport *st = (shm_transport *)t;
     baton_shm *s = st->shm;
     int me = s->local_rank;
@@ -438,7 +438,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
     size_t stotal = shl + sbytes, rtotal = rhl + rbytes; /* bytes of this message in each direction */
     const uint8_t *sp = sbuf;
     uint8_t *rp = rbuf;
-    size_t sent = 0, got = 0;
+    size_t sent = 0, got = 0, reported = 0;
     const uint64_t cap = BATON_SHM_CHAN_BYTES;
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
@@ -481,6 +481,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
                     int rc = baton__frame_check(desc, rbytes, rhdr, rpeer);
                     if (rc < 0) return rc;
                 }
+                if (got > rhl) baton__progress(progress, &reported, got - rhl, rbytes);
             }
         }
         if (moved) {
@@ -517,7 +518,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
 
 static void shm_tp_close(baton_transport *t) { free(t); }
 
-static const baton_transport_ops shm_ops = {"shm", shm_sendrecv, shm_tp_close, NULL};
+static const baton_transport_ops shm_ops = {"shm", shm_sendrecv, shm_tp_close};
 
 int baton__shm_transport_create(baton_shm *shm, int rank, int world, const int *g2l, baton_transport **out) {
     shm_transport *t = calloc(1, sizeof *t + sizeof(int) * (size_t)world);

@@ -366,36 +366,37 @@ static int io_error(int peer, int err, const char *what) {
     return baton__fail(BATON_ESYS, "tcp: %s rank %d: %s", what, peer, strerror(err));
 }
 
-/* One exchange: sends sbytes to speer while receiving rbytes from rpeer. Without a sink the message lands
- * at rbuf; with one it is received in pieces of `piece` bytes at sink->dst(...) and sink->done(...) is
- * called as each piece completes (the send keeps its place in between). */
-static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
-                    size_t rbytes, size_t piece, const baton_piece_sink *sink, uint64_t deadline) {
-    baton_transport *bt = &t->base;
+static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
+                        size_t rbytes, uint64_t deadline, const baton_recv_progress *progress) {
+    tcp_transport *t = (tcp_transport *)bt;
     int world = bt->world;
     if (speer < 0 || sbytes == 0) { speer = -1; sbytes = 0; }
     if (rpeer < 0 || rbytes == 0) { rpeer = -1; rbytes = 0; }
     if (speer >= world || rpeer >= world)
         return baton__fail(BATON_EINVAL, "tcp: peer %d out of range (world %d)", speer >= world ? speer : rpeer, world);
-    if (speer == bt->rank || rpeer == bt->rank)
+    if (speer == bt->rank || rpeer == bt->rank) {
+        if (speer == rpeer && sbytes == rbytes) {   /* a message to oneself */
+            if (rbuf != sbuf) memmove(rbuf, sbuf, rbytes);
+            size_t reported = 0;
+            baton__progress(progress, &reported, rbytes, rbytes);
+            return BATON_OK;
+        }
         return baton__fail(BATON_EINVAL, "tcp: rank %d cannot send to / receive from itself here", bt->rank);
-    if (!sink || piece == 0 || piece > rbytes) piece = rbytes;
+    }
     int sfd = speer >= 0 ? t->fds[speer] : -1, rfd = rpeer >= 0 ? t->fds[rpeer] : -1;
     const char *sp = sbuf;
+    char *rp = rbuf;
     size_t sdone = 0, rdone = 0;
     uint64_t spin_until = 0;
     int spun = 0;
-    /* the piece being received: [pbase, pbase + plen) of the message, landing at pdst (NULL: none yet) */
-    size_t pbase = 0, plen = 0;
-    char *pdst = NULL;
     /* Framing (see comm/frame.h): a header goes out in front of the payload in the same sendmsg; the
      * incoming header is read into a bounce buffer together with up to FRAME_BOUNCE payload bytes (one
-     * recv for small messages, never past the first piece), checked, and only then is any payload copied
-     * to its destination. Never more than this message's bytes are read from the stream. */
+     * recv for small messages), checked, and only then is any payload copied into rbuf. Never more than
+     * this message's bytes are read from the stream. */
     enum { FRAME_BOUNCE = 4096 };
     const baton_coll_desc *desc = (const baton_coll_desc *)bt->desc;
     uint8_t shdr[BATON_FRAME_BYTES], bounce[BATON_FRAME_BYTES + FRAME_BOUNCE];
-    size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0;
+    size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0, reported = 0;
     int rhdr_ok = 1;
     if (desc && sbytes) {
         baton__frame_encode(shdr, desc, sbytes);
@@ -403,7 +404,7 @@ static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes
     }
     if (desc && rbytes) {
         rhdr_ok = 0;
-        rb_want = BATON_FRAME_BYTES + (piece < FRAME_BOUNCE ? piece : FRAME_BOUNCE);
+        rb_want = BATON_FRAME_BYTES + (rbytes < FRAME_BOUNCE ? rbytes : FRAME_BOUNCE);
     }
     while (shdr_done < shdr_len || sdone < sbytes || !rhdr_ok || rdone < rbytes) {
         int progressed = 0;
@@ -423,11 +424,6 @@ static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes
                 return io_error(speer, errno, "sending");
             }
         }
-        if (rdone < rbytes && !pdst && rhdr_ok) {   /* open the next piece */
-            pbase = rdone;
-            plen = rbytes - rdone < piece ? rbytes - rdone : piece;
-            pdst = sink ? sink->dst(sink->arg, pbase, plen) : (char *)rbuf + pbase;
-        }
         if (!rhdr_ok) {
             ssize_t k = recv(rfd, bounce + rb_len, rb_want - rb_len, MSG_DONTWAIT);
             if (k > 0) {
@@ -437,10 +433,9 @@ static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes
                     int rc = baton__frame_check(desc, rbytes, bounce, rpeer);
                     if (rc < 0) return rc;
                     rhdr_ok = 1;
-                    plen = piece;
-                    pdst = sink ? sink->dst(sink->arg, 0, plen) : (char *)rbuf;
                     rdone = rb_len - BATON_FRAME_BYTES;
-                    memcpy(pdst, bounce + BATON_FRAME_BYTES, rdone);
+                    memcpy(rp, bounce + BATON_FRAME_BYTES, rdone);
+                    baton__progress(progress, &reported, rdone, rbytes);
                 }
             } else if (k == 0) {
                 return baton__fail(BATON_EPEERDEAD, "rank %d closed its connection (0 of %zu bytes received)", rpeer,
@@ -449,20 +444,17 @@ static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes
                 return io_error(rpeer, errno, "receiving");
             }
         } else if (rdone < rbytes) {
-            ssize_t k = recv(rfd, pdst + (rdone - pbase), pbase + plen - rdone, MSG_DONTWAIT);
-            if (k > 0) { rdone += (size_t)k; progressed = 1; }
+            ssize_t k = recv(rfd, rp + rdone, rbytes - rdone, MSG_DONTWAIT);
+            if (k > 0) {
+                rdone += (size_t)k;
+                progressed = 1;
+                baton__progress(progress, &reported, rdone, rbytes);
+            }
             else if (k == 0)
                 return baton__fail(BATON_EPEERDEAD, "rank %d closed its connection (%zu of %zu bytes received)",
                                    rpeer, rdone, rbytes);
             else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 return io_error(rpeer, errno, "receiving");
-        }
-        if (pdst && rdone == pbase + plen) {   /* the piece is complete */
-            pdst = NULL;
-            if (sink) {
-                int rc = sink->done(sink->arg, pbase, plen);
-                if (rc < 0) return rc;
-            }
         }
         if (progressed) continue;
         uint64_t now = baton__now_ns();
@@ -497,21 +489,6 @@ static int tcp_xfer(tcp_transport *t, int speer, const void *sbuf, size_t sbytes
     return BATON_OK;
 }
 
-static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
-                        size_t rbytes, uint64_t deadline) {
-    if (speer >= 0 && speer == bt->rank && speer == rpeer && sbytes == rbytes) {   /* a message to oneself */
-        if (rbuf != sbuf && rbytes) memmove(rbuf, sbuf, rbytes);
-        return BATON_OK;
-    }
-    return tcp_xfer((tcp_transport *)bt, speer, sbuf, sbytes, rpeer, rbuf, rbytes, 0, NULL, deadline);
-}
-
-static int tcp_sendrecv_pieces(baton_transport *bt, int speer, const void *sbuf, size_t sbytes, int rpeer,
-                               size_t rbytes, size_t piece, const baton_piece_sink *sink, uint64_t deadline) {
-    if (!sink) return baton__fail(BATON_EINVAL, "tcp: sendrecv_pieces needs a sink");
-    return tcp_xfer((tcp_transport *)bt, speer, sbuf, sbytes, rpeer, NULL, rbytes, piece, sink, deadline);
-}
-
 static void tcp_close(baton_transport *bt) {
     if (!bt) return;
     tcp_transport *t = (tcp_transport *)bt;
@@ -521,7 +498,7 @@ static void tcp_close(baton_transport *bt) {
     free(t);
 }
 
-static const baton_transport_ops tcp_ops = {"tcp", tcp_sendrecv, tcp_close, tcp_sendrecv_pieces};
+static const baton_transport_ops tcp_ops = {"tcp", tcp_sendrecv, tcp_close};
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
  *   baton_transport *t;
  *   rc = baton__tcp_transport_create(rank, world, fd, addrs, secret, deadline, &t);
  *   close(fd);                                                         // the caller owns the listener
- *   ... t->ops->sendrecv(t, speer, sbuf, sbytes, rpeer, rbuf, rbytes, deadline) ...
+ *   ... t->ops->sendrecv(t, speer, sbuf, sbytes, rpeer, rbuf, rbytes, deadline, NULL) ...
  *   t->ops->close(t);                                                  // closes every socket, frees t
  *
  * Connection scheme: rank i connects to every rank j < i (in increasing j) and then accepts one connection
@@ -29,9 +29,8 @@
  * spin is repeated after every wake-up when the ranks that publish this rank's host number at most the
  * cores (each has a core to itself), else it happens once per call (BATON_TCP_RESPIN=0|1 forces it).
  * When t->desc is set every message carries the 40-byte frame header of transport/frame.h, checked
- * before any payload byte is accepted. The transport
- * also implements sendrecv_pieces (the receive handed over piece by piece while the send keeps going),
- * which the ring reduce-scatter uses to reduce each piece as it lands. Errors:
+ * before any payload byte is accepted. A baton_recv_progress, when given, is told which leading part of
+ * the receive buffer is complete as data lands (the ring reduce-scatter reduces it meanwhile). Errors:
  * BATON_EPEERDEAD "rank 3 closed its connection" / "connection to rank 3 failed: ...", BATON_ETIMEDOUT
  * naming the rank(s) waited for. After any failure the transport is unusable: close it.
  *

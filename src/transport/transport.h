@@ -13,30 +13,36 @@
 
 typedef struct baton_transport baton_transport;
 
-/* Receives a message piece by piece (see sendrecv_pieces). */
-typedef struct baton_piece_sink_ {
-    void *(*dst)(void *arg, size_t off, size_t len);   /* where the piece [off, off+len) of the message lands */
-    int (*done)(void *arg, size_t off, size_t len);    /* it has arrived */
-    void *arg;
-} baton_piece_sink;
+/* Reports, while a receive is under way, which leading part of the receive buffer is complete, so that
+ * the caller can work on it (reduce it) while the rest is still arriving and the send keeps going. */
+typedef struct {
+    size_t unit;                                  /* report in steps of this many bytes (a multiple of the
+                                                   * element size); the last step may be shorter */
+    void (*fn)(void *ctx, size_t lo, size_t hi);  /* bytes [lo, hi) of the receive buffer are complete */
+    void *ctx;
+} baton_recv_progress;
 
 typedef struct {
     const char *name;  /* "shm", "tcp" */
     /* Sends sbytes to speer while receiving rbytes from rpeer, returning when both are complete.
      * speer < 0 (or sbytes 0) means no send; rpeer < 0 (or rbytes 0) no receive. Large transfers move
      * in pipelined segments; the send and the receive progress at the same time (no deadlock when two
-     * ranks send to each other at once). */
+     * ranks send to each other at once). progress (may be NULL) is called in order as the receive
+     * buffer fills; every byte is reported exactly once before sendrecv returns BATON_OK. */
     int (*sendrecv)(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
-                    size_t rbytes, uint64_t deadline_ns);
+                    size_t rbytes, uint64_t deadline_ns, const baton_recv_progress *progress);
     void (*close)(baton_transport *t);
-    /* Optional (NULL when a transport lacks it): sendrecv whose receive is handed over piece by piece, so
-     * that the caller can work on (e.g. reduce) each piece while the rest keeps arriving and the send keeps
-     * going. The rbytes from rpeer arrive as one message, in pieces of `piece` bytes (the last one shorter):
-     * for each piece sink->dst(arg, off, len) says where it lands, and sink->done(arg, off, len) is called
-     * when it is complete (a negative return aborts the exchange with that status). */
-    int (*sendrecv_pieces)(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, size_t rbytes,
-                           size_t piece, const baton_piece_sink *sink, uint64_t deadline_ns);
 } baton_transport_ops;
+
+/* For transports: reports [*reported, done) rounded down to whole units (all of it once done == total). */
+static inline void baton__progress(const baton_recv_progress *p, size_t *reported, size_t done, size_t total) {
+    if (!p) return;
+    size_t upto = done == total ? total : done - done % p->unit;
+    if (upto > *reported) {
+        p->fn(p->ctx, *reported, upto);
+        *reported = upto;
+    }
+}
 
 struct baton_coll_desc_;
 
@@ -52,10 +58,10 @@ struct baton_transport {
 };
 
 static inline int baton__send(baton_transport *t, int peer, const void *buf, size_t bytes, uint64_t deadline_ns) {
-    return t->ops->sendrecv(t, peer, buf, bytes, -1, NULL, 0, deadline_ns);
+    return t->ops->sendrecv(t, peer, buf, bytes, -1, NULL, 0, deadline_ns, NULL);
 }
 static inline int baton__recv(baton_transport *t, int peer, void *buf, size_t bytes, uint64_t deadline_ns) {
-    return t->ops->sendrecv(t, -1, NULL, 0, peer, buf, bytes, deadline_ns);
+    return t->ops->sendrecv(t, -1, NULL, 0, peer, buf, bytes, deadline_ns, NULL);
 }
 
 #endif

@@ -1,0 +1,97 @@
+/* flight.c: the flight recorder's ring and its JSON dump (see flight.h). */
+#include "comm/flight.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baton/comm.h"
+#include "util/util.h"
+
+static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
+static const char *const state_names[] = {"running", "done", "failed"};
+
+static uint64_t wall_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void baton__flight_start(baton_flight *f, const baton_coll_desc *d) {
+    baton_flight_entry *e = &f->e[d->seq % BATON_FLIGHT_ENTRIES];
+    e->desc = *d;
+    e->algo = 0;
+    e->state = BATON_FLIGHT_RUNNING;
+    e->start_us = wall_us();
+    e->end_us = 0;
+    f->last_seq = d->seq;
+}
+
+void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed) {
+    baton_flight_entry *e = &f->e[seq % BATON_FLIGHT_ENTRIES];
+    if (e->desc.seq != seq) return;
+    e->algo = (uint8_t)algo;
+    e->state = failed ? BATON_FLIGHT_FAILED : BATON_FLIGHT_DONE;
+    e->end_us = wall_us();
+}
+
+int baton__flight_dump(const baton_flight *f, int rank, int world, const char *job, const char *error, char *path,
+                       size_t pathsz) {
+    const char *dir = getenv("BATON_FLIGHT_DIR");
+    if (!dir || !*dir) dir = "/tmp";
+    snprintf(path, pathsz, "%s/baton-flight-%s-rank%d.json", dir, job && *job ? job : "nojob", rank);
+    cJSON *root = cJSON_CreateObject(), *entries = cJSON_CreateArray();
+    if (!root || !entries) {
+        cJSON_Delete(root);
+        cJSON_Delete(entries);
+        return baton__fail(BATON_ENOMEM, "flight recorder: out of memory");
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "rank", rank);
+    cJSON_AddNumberToObject(root, "world", world);
+    cJSON_AddStringToObject(root, "job", job ? job : "");
+    cJSON_AddStringToObject(root, "host", host);
+    cJSON_AddStringToObject(root, "error", error ? error : "");
+    uint64_t first = f->last_seq >= BATON_FLIGHT_ENTRIES ? f->last_seq - BATON_FLIGHT_ENTRIES + 1 : 1;
+    for (uint64_t s = first; f->last_seq && s <= f->last_seq; s++) {
+        const baton_flight_entry *e = &f->e[s % BATON_FLIGHT_ENTRIES];
+        if (e->desc.seq != s) continue;
+        cJSON *j = cJSON_CreateObject();
+        if (!j) break;
+        cJSON_AddNumberToObject(j, "seq", (double)s);
+        cJSON_AddStringToObject(j, "coll", e->desc.kind < 5 ? coll_names[e->desc.kind] : "?");
+        cJSON_AddNumberToObject(j, "count", (double)e->desc.count);
+        cJSON_AddStringToObject(j, "dtype", baton_dtype_name((baton_dtype)e->desc.dtype));
+        cJSON_AddStringToObject(j, "op", baton_op_name((baton_op)e->desc.op));
+        cJSON_AddNumberToObject(j, "root", e->desc.root);
+        cJSON_AddStringToObject(j, "algo", baton_algo_name((baton_algo)e->algo));
+        cJSON_AddStringToObject(j, "state", e->state < 3 ? state_names[e->state] : "?");
+        cJSON_AddNumberToObject(j, "start_us", (double)e->start_us);
+        cJSON_AddNumberToObject(j, "end_us", (double)e->end_us);
+        cJSON_AddItemToArray(entries, j);
+    }
+    cJSON_AddItemToObject(root, "entries", entries);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return baton__fail(BATON_ENOMEM, "flight recorder: out of memory");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = BATON_OK;
+    if (fd < 0) {
+        rc = baton__fail(BATON_ESYS, "flight recorder: cannot write %s: %s (set BATON_FLIGHT_DIR)", tmp, strerror(errno));
+    } else {
+        rc = baton__write_full(fd, text, strlen(text));
+        close(fd);
+        if (rc == BATON_OK && rename(tmp, path) != 0) rc = baton__fail(BATON_ESYS, "flight recorder: rename: %s", strerror(errno));
+        if (rc < 0) unlink(tmp);
+    }
+    free(text);
+    return rc;
+}

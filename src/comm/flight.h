@@ -1,0 +1,42 @@
+/* flight.h: the flight recorder. Each communicator keeps its last 256 collectives (descriptor, algorithm,
+ * state, start and end times) in a ring, for the price of a few stores per collective. When a collective
+ * fails or times out the ring is written out as JSON, one file per rank, and `baton doctor FILES...` reads
+ * every rank's file and says which rank lagged and at which collective the ranks diverged.
+ *
+ * File: $BATON_FLIGHT_DIR (default /tmp)/baton-flight-<job>-rank<R>.json
+ *   {"version":1, "rank":R, "world":W, "job":"...", "host":"...", "error":"...",
+ *    "entries":[{"seq":17, "coll":"allreduce", "count":1024, "dtype":"f32", "op":"sum", "root":0,
+ *                "algo":"direct", "state":"done|running|failed", "start_us":..., "end_us":...}, ...]}
+ * Times are CLOCK_REALTIME microseconds, comparable across ranks of one machine (and across machines as
+ * far as their clocks agree). */
+#ifndef BATON_FLIGHT_H
+#define BATON_FLIGHT_H
+
+#include <stdint.h>
+
+#include "transport/frame.h"
+
+enum { BATON_FLIGHT_ENTRIES = 256 };
+
+typedef enum { BATON_FLIGHT_RUNNING = 0, BATON_FLIGHT_DONE = 1, BATON_FLIGHT_FAILED = 2 } baton_flight_state;
+
+typedef struct {
+    baton_coll_desc desc;
+    uint8_t algo;        /* baton_algo that ran */
+    uint8_t state;       /* baton_flight_state */
+    uint64_t start_us;   /* CLOCK_REALTIME */
+    uint64_t end_us;     /* 0 while running */
+} baton_flight_entry;
+
+typedef struct {
+    baton_flight_entry e[BATON_FLIGHT_ENTRIES];  /* entry for seq s at s % ENTRIES */
+    uint64_t last_seq;                           /* newest seq recorded (0: none) */
+} baton_flight;
+
+void baton__flight_start(baton_flight *f, const baton_coll_desc *d);
+void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed);
+/* Writes the JSON file; *path receives its name. Returns BATON_OK or a failure (detail set). */
+int baton__flight_dump(const baton_flight *f, int rank, int world, const char *job, const char *error, char *path,
+                       size_t pathsz);
+
+#endif
