@@ -23,6 +23,7 @@ typedef struct {
     int is16, first, direct;
     uint16_t *out16;      /* 16-bit dtypes, last step: round the finished f32 values into here at once */
     int avg_n;            /* ... dividing by this first (1: no division) */
+    int fdiv;             /* other dtypes, last step: AVG divisor applied as the final values form (0: none) */
 } rs_step;
 
 /* Elements [lo, hi) of the incoming partial are complete: combine them with this rank's input. */
@@ -42,11 +43,9 @@ static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
         }
         baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, n, st->dt, st->op);
         if (st->out16) baton__f32_to_16_avg(st->out16 + lo, (const float *)d, n, st->dt, st->avg_n);
-    } else if (st->direct) {
-        baton__reduce(d, m, n, st->dt, st->op);
-    } else {
-        const void *srcs[2] = {st->in + lo * st->wsz, m};
-        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, 0);
+    } else {   /* d = incoming op mine (divided by n for AVG on the last step), in one pass */
+        const void *srcs[2] = {st->direct ? d : st->in + lo * st->wsz, m};
+        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, st->fdiv);
     }
 }
 
@@ -55,7 +54,7 @@ static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
  * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
  *
  * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
- * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
+ * be `mine`, in place) and the final chunk stays there (AVG divided as its values form). Otherwise partials alternate
  * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
  * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
  * and f32 partials from step 1 on.
@@ -115,17 +114,13 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
             uint8_t *d = dst + k * dstep;
             rs_step st = {.d = d, .in = direct ? d : tmp, .m = mine + (roff + b) * esz, .dt = dt, .op = op,
                           .esz = esz, .wsz = wsz, .xsz = xsz, .is16 = is16, .first = s == 0, .direct = direct,
-                          .out16 = last && is16 ? (uint16_t *)out + b : NULL, .avg_n = avg_n};
+                          .out16 = last && is16 ? (uint16_t *)out + b : NULL, .avg_n = avg_n,
+                          .fdiv = last && avg_n > 1 ? avg_n : 0};
             baton_recv_progress prog = {.unit = seg * xsz, .fn = rs_combine, .ctx = &st};
             rc = baton__gsendrecv_cb(g, right, src + b * xsz, sn * xsz, left, direct ? d : tmp, rn * xsz,
                                      rn ? &prog : NULL, what);
             if (rc < 0) goto done;
         }
-    }
-    {
-        size_t ooff, olen;
-        baton__chunk(count, n, baton__mod(me + a + 1, n), &ooff, &olen);
-        if (!is16 && op == BATON_AVG) baton__finish_avg(acc ? acc + ooff * esz : out, olen, dt, n);
     }
 done:
     free(pp[0]);
