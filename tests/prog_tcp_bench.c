@@ -1,7 +1,8 @@
 /* prog_tcp_bench.c: micro-benchmark of the TCP transport and the p2p algorithms without the communicator
  * core: forks N ranks over loopback, builds the TCP mesh, and times collectives back to back.
  *
- *   build/tests/prog_tcp_bench -n 2 -b 4 -e 64M -f 4 --algo ring|rd|raw|bcast -d f32|bf16|... [-s SEGMENT]
+ *   build/tests/prog_tcp_bench -n 2 -b 4 -e 64M -f 4 --algo ring|rd|raw|bcast|barrier -d f32|bf16|...
+ *                              [-s SEGMENT] [-i ITERS] [-w WARMUP] [--framed 0|1]
  *
  * Rank 0 prints one row per size: bytes, algorithm, median time (us) over 5 repetitions of the mean of
  * ITERS back-to-back calls, algbw and busbw (GB/s; all-reduce busbw = algbw * 2(n-1)/n; raw = one
@@ -16,6 +17,7 @@
 #include "comm/algo.h"
 #include "comm/algo_util.h"
 #include "comm/reduce.h"
+#include "transport/frame.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -28,6 +30,7 @@ typedef struct {
     const char *algo;
     baton_dtype dt;
     baton_op op;
+    int framed;     /* frame headers on every message, as under the communicator */
 } opts;
 
 static int cmp_d(const void *a, const void *b) {
@@ -52,6 +55,8 @@ static int rank_main(const opts *o, int rank, int lfd, const char *const *addrs,
         return 1;
     }
     close(lfd);
+    static baton_coll_desc desc;   /* the same on every rank: only the header cost is measured */
+    if (o->framed) t->desc = &desc;
     void *buf = malloc(o->maxb + 64), *buf2 = malloc(o->maxb + 64);
     if (!buf || !buf2) return 1;
     memset(buf, 0, o->maxb + 64);   /* fault the pages in before timing */
@@ -91,7 +96,7 @@ fail:
 }
 
 int main(int argc, char **argv) {
-    opts o = {2, 100, 5, 4, 64u << 20, 0, 4, "ring", BATON_F32, BATON_SUM};
+    opts o = {2, 100, 5, 4, 64u << 20, 0, 4, "ring", BATON_F32, BATON_SUM, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long l;
@@ -105,6 +110,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-s")) { if (baton__parse_size(v, 1ull << 30, &o.seg) < 0) goto bad; }
         else if (!strcmp(a, "-f")) { if (baton__parse_double(v, 1.01, 1024, &o.factor) < 0) goto bad; }
         else if (!strcmp(a, "--algo")) o.algo = v;
+        else if (!strcmp(a, "--framed")) { if (baton__parse_long(v, 0, 1, &l) < 0) goto bad; o.framed = (int)l; }
         else if (!strcmp(a, "-d")) {
             const char *names[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
             int k = 0;

@@ -15,6 +15,7 @@
 #include "comm/algo.h"
 #include "comm/algo_util.h"
 #include "harness.h"
+#include "transport/frame.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -204,7 +205,9 @@ typedef struct {
     int ncounts;
     size_t seg;
     int all_types;   /* 0: only f32 sum and bf16 sum / avg */
+    int framed;      /* set t->desc so that every message carries a checked frame header */
 } ar_case;
+
 
 static void check_allreduce(int rank, int n, const char *name, const void *out, size_t count, baton_dtype dt,
                             baton_op op, int inplace) {
@@ -226,6 +229,7 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
     uint8_t *in = malloc(cap), *out = malloc(cap);
     ASSERT_TRUE(in && out);
     baton_group g = group_of(t, n, rank, c->seg);
+    baton_coll_desc desc = {0, 0, 0, 0, 0, 0};
     for (int k = 0; k < c->ncounts; k++) {
         size_t count = c->counts[k];
         for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++) {
@@ -238,6 +242,8 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
                     memset(out, 0xa5, cap);
                     void *dst = inplace ? in : out;
                     g.deadline_ns = baton__deadline_after(30);
+                    desc = (baton_coll_desc){desc.seq + 1, count, 0, (uint8_t)dt, (uint8_t)op, 0};
+                    t->desc = c->framed ? &desc : NULL;
                     int rc = c->fn(&g, in, dst, count, dt, op);
                     if (rc < 0)
                         th_fail(__FILE__, __LINE__, "%s n=%d rank %d count %zu %s %s: %s", c->name, n, rank, count,
@@ -251,35 +257,39 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
             }
         }
     }
+    t->desc = NULL;
     free(in);
     free(out);
 }
 
-static void run_allreduce_matrix(allreduce_fn fn, const char *name) {
+static void run_allreduce_matrix(allreduce_fn fn, const char *name, int framed, size_t seg) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
         int n = worlds[w];
         /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
         size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
-        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), 1024, 1};
+        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), seg, 1, framed};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
     }
 }
 
-TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring"); }
-TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd"); }
+/* 1 KiB segments: 9001 elements take several progress reports and several 16-segment messages per step */
+TEST_T(ring_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 1, 1024); }
+/* unframed byte streams, and segments smaller than some elements' groups (12 bytes: 3 f32, 1 f64 + ...) */
+TEST_T(ring_allreduce_unframed_odd_segments, 120) { run_allreduce_matrix(baton__allreduce_ring, "ring", 0, 12); }
+TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__allreduce_rd, "rd", 1, 1024); }
 
 /* A few MiB with the default 256 KiB segment, 2, 3 and 4 ranks. */
 TEST_T(allreduce_large_buffers, 120) {
     static const size_t counts[] = {(size_t)3 << 18, ((size_t)1 << 19) + 3};   /* 3 MiB, 2 MiB of f32 */
     for (int n = 2; n <= 4; n++) {
-        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0};
+        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
-        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0};
+        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1};
         mesh_init(&m, n, ar_body, &d);
         run_mesh(&m);
     }
@@ -683,4 +693,69 @@ TEST(impossible_rank_claims_are_refused) {
     t->ops->close(t);
     close(fd0);
     close(fd1);
+}
+
+/* An impostor that knows the secret takes rank 1's place first; the genuine rank 1 then claims the same
+ * rank and is refused as a duplicate (and says so), and rank 0 lists the refusal when it gives up. */
+typedef struct { int fd, rank, world; const char *const *addrs; const uint8_t *secret; double timeout; int rc; char err[512]; } solo2;
+static void *solo_create(void *p) {
+    solo2 *a = p;
+    baton_transport *t = NULL;
+    a->rc = baton__tcp_transport_create(a->rank, a->world, a->fd, a->addrs, a->secret,
+                                        baton__deadline_after(a->timeout), &t);
+    snprintf(a->err, sizeof a->err, "%s", baton_last_error());
+    if (t) t->ops->close(t);
+    return NULL;
+}
+
+static int impostor(int port, uint32_t from, uint32_t world, const uint8_t *secret) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    uint8_t hello[40] = {'B', 'T', 'N', '1', 0, 0, 0, 1};
+    uint32_t f[3] = {htonl(from), htonl(0), htonl(world)};
+    memcpy(hello + 8, f, 12);
+    randombytes_buf(hello + 24, 16);
+    uint8_t ch[56], resp[32], verdict[4];
+    ASSERT_OK(baton__write_full(fd, hello, sizeof hello));
+    ASSERT_OK(baton__read_full(fd, ch, sizeof ch));
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, secret, 32);
+    crypto_auth_hmacsha256_update(&st, (const uint8_t *)"con", 3);
+    crypto_auth_hmacsha256_update(&st, hello, sizeof hello);
+    crypto_auth_hmacsha256_update(&st, ch + 8, 16);
+    crypto_auth_hmacsha256_final(&st, resp);
+    ASSERT_OK(baton__write_full(fd, resp, sizeof resp));
+    ASSERT_OK(baton__read_full(fd, verdict, sizeof verdict));
+    ASSERT_EQ_INT(verdict[0] | verdict[1] | verdict[2] | verdict[3], 0);   /* accepted as rank 1 */
+    return fd;
+}
+
+TEST(duplicate_rank_claim_is_refused) {
+    int fd[3], port[3];
+    char a[3][64];
+    const char *addrs[3];
+    for (int r = 0; r < 3; r++) {
+        ASSERT_OK(baton__tcp_listen("127.0.0.1", &port[r], &fd[r]));
+        snprintf(a[r], sizeof a[r], "127.0.0.1:%d", port[r]);
+        addrs[r] = a[r];
+    }
+    uint8_t secret[32] = {9, 9};
+    solo2 r0 = {fd[0], 0, 3, addrs, secret, 3.0, 0, ""}, r1 = {fd[1], 1, 3, addrs, secret, 3.0, 0, ""};
+    pthread_t t0, t1;
+    ASSERT_EQ_INT(pthread_create(&t0, NULL, solo_create, &r0), 0);
+    int imp = impostor(port[0], 1, 3, secret);
+    ASSERT_EQ_INT(pthread_create(&t1, NULL, solo_create, &r1), 0);
+    pthread_join(t1, NULL);
+    pthread_join(t0, NULL);
+    ASSERT_EQ_INT(r1.rc, BATON_EPROTO);
+    ASSERT_CONTAINS(r1.err, "rank 0 refused our connection: duplicate source rank");
+    ASSERT_EQ_INT(r0.rc, BATON_EPROTO);   /* rank 2 never came; the refusal is listed */
+    ASSERT_CONTAINS(r0.err, "rank(s) 2 never connected");
+    ASSERT_CONTAINS(r0.err, "claimed rank 1 of world 3 to rank 0: duplicate source rank");
+    close(imp);
+    for (int r = 0; r < 3; r++) close(fd[r]);
 }

@@ -7,7 +7,8 @@
  * partners. Pairwise combination always puts the lower virtual rank's operand first, so both partners
  * compute bit-identical values even for MIN/MAX with NaN or signed zeros.
  *
- * Halving-doubling replaces the survivors' exchange for buffers of at least HD_MIN_BYTES: recursive halving
+ * Halving-doubling replaces the survivors' exchange for buffers of at least HD_MIN_BYTES on 4 or more
+ * survivors: recursive halving
  * (at distance p/2, p/4, ..., 1 a rank keeps half of its window, sends the other half and combines what
  * its partner sent for the kept half) leaves each survivor owning count/p fully reduced elements; recursive
  * doubling in reverse order gathers the owned windows. It moves 2 (p-1)/p of the vector per rank instead of
@@ -27,7 +28,9 @@ static void combine(void *acc, const void *other, int mine_first, size_t count, 
     baton__reduce_n(acc, srcs, 2, count, wdt, op, 0);
 }
 
-/* Halving-doubling from HD_MIN_BYTES of working data (f32 for 16-bit dtypes) upward, when p >= 2. */
+/* Halving-doubling from HD_MIN_BYTES of working data (f32 for 16-bit dtypes) upward, when p >= 4 (with
+ * p = 2 it is the two-step ring, and the communicator switches to the ring itself above recursive
+ * doubling's range). */
 #define HD_MIN_BYTES ((size_t)32 * 1024)
 
 /* Survivor index -> group index. */
@@ -137,7 +140,7 @@ int baton__allreduce_rd(const baton_group *g, const void *send, void *recv, size
         vr = me - r;
     }
     if (rc == BATON_OK && vr >= 0) {
-        if (wbytes >= HD_MIN_BYTES && count >= (size_t)p) rc = hd_core(g, acc, inc, recv, count, dt, op, vr, p, r);
+        if (p >= 4 && wbytes >= HD_MIN_BYTES && count >= (size_t)p) rc = hd_core(g, acc, inc, recv, count, dt, op, vr, p, r);
         else rc = rd_core(g, acc, inc, recv, count, dt, op, vr, p, r);
     }
     if (rc == BATON_OK && me < 2 * r) {   /* unfold: the final values, in the user's dtype */

@@ -21,6 +21,9 @@ typedef struct {
     baton_op op;
     size_t esz, wsz, xsz; /* element bytes: user dtype, partial (f32 for 16-bit), on the wire this step */
     int is16, first, direct;
+    uint16_t *out16;      /* 16-bit dtypes, last step: round the finished f32 values into here at once */
+    int avg_n;            /* ... dividing by this first (1: no division) */
+    int fdiv;             /* other dtypes, last step: AVG divisor applied as the final values form (0: none) */
 } rs_step;
 
 /* Elements [lo, hi) of the incoming partial are complete: combine them with this rank's input. */
@@ -29,18 +32,20 @@ static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
     size_t lo = lo_b / st->xsz, n = hi_b / st->xsz - lo;
     uint8_t *d = st->d + lo * st->wsz;
     const uint8_t *m = st->m + lo * st->esz;
-    if (st->is16) {
+    if (st->is16 && st->first && st->out16) {   /* two ranks: round (left's raw op mine) / avg_n at once */
+        const void *srcs[2] = {(const uint16_t *)st->in + lo, m};
+        baton__reduce_n(st->out16 + lo, srcs, 2, n, st->dt, st->op, st->avg_n > 1 ? st->avg_n : 0);
+    } else if (st->is16) {
         if (st->first) { /* d = widen(left's raw values), then d op= widen(mine) */
             const uint16_t *raw = (const uint16_t *)st->in + lo;
             if (st->dt == BATON_F16) baton__f16_to_f32((float *)d, raw, n);
             else baton__bf16_to_f32((float *)d, raw, n);
         }
         baton__reduce_f32_acc16((float *)d, (const uint16_t *)m, n, st->dt, st->op);
-    } else if (st->direct) {
-        baton__reduce(d, m, n, st->dt, st->op);
-    } else {
-        const void *srcs[2] = {st->in + lo * st->wsz, m};
-        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, 0);
+        if (st->out16) baton__f32_to_16_avg(st->out16 + lo, (const float *)d, n, st->dt, st->avg_n);
+    } else {   /* d = incoming op mine (divided by n for AVG on the last step), in one pass */
+        const void *srcs[2] = {st->direct ? d : st->in + lo * st->wsz, m};
+        baton__reduce_n(d, srcs, 2, n, st->dt, st->op, st->fdiv);
     }
 }
 
@@ -49,14 +54,16 @@ static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
  * combining it with its own data; after the phase it holds the full reduction of chunk (me + a + 1) % n.
  *
  * Where partial sums live: if acc (non-16-bit only) is given, chunk c accumulates at acc + off(c) (acc may
- * be `mine`, in place) and the final chunk stays there (AVG applied). Otherwise partials alternate
+ * be `mine`, in place) and the final chunk stays there (AVG divided as its values form). Otherwise partials alternate
  * between two chunk-sized scratch buffers and the final chunk is written to `out` (16-bit dtypes: the f32
  * partial is rounded once into out). 16-bit dtypes send their raw values at step 0 (exact, half the bytes)
  * and f32 partials from step 1 on.
  *
- * Each step is one message each way. Everything a step sends is ready when it starts (raw input, or the
- * previous step's partial), so the whole chunk streams out while the incoming one is combined segment by
- * segment as it lands (baton_recv_progress): the link never waits for the reduction. */
+ * Each step is one message each way (or a few: at most 16 segments each). Everything a step sends is ready
+ * when it starts (raw input, or the previous step's partial), so the whole chunk streams out while the
+ * incoming one is combined segment by segment as it lands (baton_recv_progress): the link never waits for
+ * the reduction. A partial that cannot land in place (in place, or 16-bit raw values) lands in one reused
+ * buffer of at most 16 segments, which stays cache-warm and is not re-faulted on every call. */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
                    uint8_t *acc, uint8_t *out, const char *what) {
     const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
@@ -66,14 +73,18 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
     if (seg == 0) seg = 1;
     size_t maxlen = count / (size_t)n + (count % (size_t)n ? 1 : 0);
     BATON_ASSERT(!(acc && is16));
-    uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL;
+    /* A step's chunk travels in messages of at most msg elements (16 segments: 4 MiB of f32 by default),
+     * so that a partial that cannot be received in place needs a bounded, reused landing buffer. */
+    const size_t msg = seg * 16;
+    /* Chunk-sized partials only for the steps before the last (n >= 3); the last step of a 16-bit dtype
+     * lands its f32 values in a message-sized buffer and rounds them into `out` as they complete (with two
+     * ranks it is also the first step, and one fused kernel pass turns raw values into the result). */
+    const size_t mlen = maxlen < msg ? maxlen : msg;
+    const int avg_n = op == BATON_AVG ? n : 1;
+    uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL, *fin = NULL;
     int rc = BATON_OK;
-    if (!acc) {
-        pp[0] = malloc(maxlen * wsz + 1);
-        pp[1] = malloc(maxlen * wsz + 1);
-    }
-    tmp = malloc(maxlen * wsz + 1);
-    if ((!acc && (!pp[0] || !pp[1])) || !tmp) {
+    if ((!acc && n > 2 && !(pp[0] = malloc(maxlen * wsz + 1))) ||
+        (!acc && n > 3 && !(pp[1] = malloc(maxlen * wsz + 1))) || (is16 && n > 2 && !(fin = malloc(mlen * 4 + 1)))) {
         rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
         goto done;
     }
@@ -87,27 +98,35 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         baton__chunk(count, n, sc, &soff, &slen);
         baton__chunk(count, n, rcv, &roff, &rlen);
         /* destination of this step's partial for chunk rcv, and source of the partial we forward */
-        uint8_t *dst = acc ? acc + roff * esz : (last && !is16) ? out : pp[s & 1];
+        uint8_t *dst = acc ? acc + roff * esz : !last ? pp[s & 1] : is16 ? fin : out;
+        const size_t dstep = last && is16 ? 0 : msg * wsz;   /* fin is reused by every message */
         const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
         const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
-        rs_step st = {.d = dst, .in = direct ? dst : tmp, .m = mine + roff * esz, .dt = dt, .op = op, .esz = esz,
-                      .wsz = wsz, .xsz = xsz, .is16 = is16, .first = s == 0, .direct = direct};
-        baton_recv_progress prog = {.unit = seg * xsz, .fn = rs_combine, .ctx = &st};
-        rc = baton__gsendrecv_cb(g, right, src, slen * xsz, left, direct ? dst : tmp, rlen * xsz,
-                                 rlen ? &prog : NULL, what);
-        if (rc < 0) goto done;
-    }
-    {
-        size_t ooff, olen;
-        baton__chunk(count, n, baton__mod(me + a + 1, n), &ooff, &olen);
-        int avg_n = op == BATON_AVG ? n : 1;
-        if (is16) baton__f32_to_16_avg((uint16_t *)out, (const float *)pp[(n - 2) & 1], olen, dt, avg_n);
-        else if (op == BATON_AVG) baton__finish_avg(acc ? acc + ooff * esz : out, olen, dt, n);
+        if (!direct && !tmp && !(tmp = malloc(mlen * wsz + 1))) {
+            rc = baton__fail(BATON_ENOMEM, "%s: out of memory for a %zu-element landing buffer", what, msg);
+            goto done;
+        }
+        size_t nmsg = ((slen > rlen ? slen : rlen) + msg - 1) / msg;
+        for (size_t k = 0; k < nmsg; k++) {
+            size_t b = k * msg;
+            size_t sn = b < slen ? (slen - b < msg ? slen - b : msg) : 0;
+            size_t rn = b < rlen ? (rlen - b < msg ? rlen - b : msg) : 0;
+            uint8_t *d = dst + k * dstep;
+            rs_step st = {.d = d, .in = direct ? d : tmp, .m = mine + (roff + b) * esz, .dt = dt, .op = op,
+                          .esz = esz, .wsz = wsz, .xsz = xsz, .is16 = is16, .first = s == 0, .direct = direct,
+                          .out16 = last && is16 ? (uint16_t *)out + b : NULL, .avg_n = avg_n,
+                          .fdiv = last && avg_n > 1 ? avg_n : 0};
+            baton_recv_progress prog = {.unit = seg * xsz, .fn = rs_combine, .ctx = &st};
+            rc = baton__gsendrecv_cb(g, right, src + b * xsz, sn * xsz, left, direct ? d : tmp, rn * xsz,
+                                     rn ? &prog : NULL, what);
+            if (rc < 0) goto done;
+        }
     }
 done:
     free(pp[0]);
     free(pp[1]);
     free(tmp);
+    free(fin);
     return rc;
 }
 

@@ -48,6 +48,7 @@ typedef struct {
     baton_transport base;
     int *fds;          /* [world] socket per peer; -1 for this rank */
     uint64_t spin_ns;  /* busy-poll budget before blocking in ppoll */
+    int respin;        /* spin again after every wake-up (ranks on this host <= cores), else once per call */
 } tcp_transport;
 
 /* ---- small helpers ------------------------------------------------------------------------------- */
@@ -481,8 +482,9 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
         int k = ppoll(p, (nfds_t)np, deadline == UINT64_MAX ? NULL : &ts, NULL);
         if (k < 0 && errno != EINTR) return baton__fail(BATON_ESYS, "tcp: poll: %s", strerror(errno));
-        /* no new spin after a sleep: spinning pays off for the first wait of a small exchange, while a
-         * large transfer that keeps filling the socket buffers would only burn the CPU its peer needs */
+        /* With a core per rank, spinning again after each wake-up keeps a large transfer off the slow
+         * sleep/wake path; with more ranks than cores it would burn the CPU its peer needs. */
+        if (t->respin) spun = 0;
     }
     return BATON_OK;
 }
@@ -552,6 +554,17 @@ int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
     int bufsz;
     if ((rc = buf_bytes(&bufsz)) < 0) return rc;
+    long respin = -1;
+    if ((rc = baton__env_long("BATON_TCP_RESPIN", -1, 0, 1, &respin)) < 0 && rc != BATON_ENOTFOUND) return rc;
+    if (respin < 0) {   /* ranks that publish this rank's host share its cores */
+        char me[256], h[256];
+        int port, local = 0;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (world > 1 && baton__tcp_split_addr(peer_addrs[rank], me, sizeof me, &port) == BATON_OK)
+            for (int r = 0; r < world; r++)
+                if (baton__tcp_split_addr(peer_addrs[r], h, sizeof h, &port) == BATON_OK && !strcmp(h, me)) local++;
+        respin = local <= (cores > 0 ? cores : 1);
+    }
     tcp_transport *t = calloc(1, sizeof *t);
     int *fds = calloc((size_t)world, sizeof *fds);
     if (!t || !fds) {
@@ -565,8 +578,9 @@ int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *
     t->base.world = world;
     t->fds = fds;
     t->spin_ns = (uint64_t)spin_us * 1000u;
+    t->respin = (int)respin;
     for (int r = 0; r < rank; r++) {
-        int fd;
+        int fd = -1;
         rc = dial(peer_addrs[r], r, deadline, bufsz, &fd);
         if (rc < 0) goto fail;
         rc = handshake_connect(fd, rank, world, r, secret, deadline);

@@ -24,13 +24,18 @@
  * waiting for the genuine rank until the deadline; the error then names every refused connection.
  * A connector that cannot verify the acceptor's HMAC fails with BATON_EAUTH.
  *
- * Data path: sockets are non-blocking with TCP_NODELAY; sendrecv loops over send(MSG_NOSIGNAL) and recv,
- * spinning briefly (BATON_TCP_SPIN_US, default 50 us; 0 disables) before it blocks in ppoll(). Errors:
+ * Data path: sockets are non-blocking with TCP_NODELAY; sendrecv loops over sendmsg(MSG_NOSIGNAL) and
+ * recv, spinning briefly (BATON_TCP_SPIN_US, default 50 us; 0 disables) before it blocks in ppoll(). The
+ * spin is repeated after every wake-up when the ranks that publish this rank's host number at most the
+ * cores (each has a core to itself), else it happens once per call (BATON_TCP_RESPIN=0|1 forces it).
+ * When t->desc is set every message carries the 40-byte frame header of transport/frame.h, checked
+ * before any payload byte is accepted. A baton_recv_progress, when given, is told which leading part of
+ * the receive buffer is complete as data lands (the ring reduce-scatter reduces it meanwhile). Errors:
  * BATON_EPEERDEAD "rank 3 closed its connection" / "connection to rank 3 failed: ...", BATON_ETIMEDOUT
  * naming the rank(s) waited for. After any failure the transport is unusable: close it.
  *
- * Environment: BATON_TCP_SPIN_US (0..10000), BATON_TCP_BUF_KB (socket buffer size requested with
- * SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning, the default). */
+ * Environment: BATON_TCP_SPIN_US (0..10000), BATON_TCP_RESPIN (0|1), BATON_TCP_BUF_KB (socket buffer size
+ * requested with SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning, the default). */
 #ifndef BATON_TCP_H
 #define BATON_TCP_H
 
