@@ -257,8 +257,9 @@ static void buf_free(baton_comm *c, void *p, int shm) {
         free(p);
 }
 
-/* Fills in time (s, slowest rank) and wrong (all ranks). */
-static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, double *time_s, long *wrong_out) {
+/* Fills in time (s, slowest rank), wrong (all ranks) and the algorithm the timed collective used. */
+static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, double *time_s, long *wrong_out,
+                      baton_algo *algo) {
     int rank = baton_comm_rank(c), n = baton_comm_size(c), rc;
     long wrong = 0;
     fill(o, rank, n, b, count, 0);
@@ -281,6 +282,7 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
             if (o->check) wrong += check(o, rank, n, b, count, it);
         }
         double t = (double)(baton__now_ns() - t0) / 1e9;
+        *algo = baton_comm_last_algo(c); /* before the agreement below runs a collective of its own */
         if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
         if (tmax >= o->min_time_s || iters >= 10000000) break;
         double per = tmax / (double)iters;
@@ -365,7 +367,8 @@ int baton_cmd_bench(int argc, char **argv) {
             }
             double t = 0;
             long wrong = 0;
-            int rc = bench_size(c, &o, &b, count, &t, &wrong);
+            baton_algo algo_used = BATON_ALGO_AUTO;
+            int rc = bench_size(c, &o, &b, count, &t, &wrong, &algo_used);
             if (rc < 0) {
                 fprintf(stderr, "baton bench: rank %d: %s: %s\n", rank, baton_strerror(rc), baton_last_error());
                 status = 1;
@@ -373,7 +376,7 @@ int baton_cmd_bench(int argc, char **argv) {
                 size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);
                 double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * busbw_factor(o.coll, n);
                 char algo[32];
-                snprintf(algo, sizeof algo, "%s%s", baton_algo_name(baton_comm_last_algo(c)), b.shm ? "+shmbuf" : "");
+                snprintf(algo, sizeof algo, "%s%s", baton_algo_name(algo_used), b.shm ? "+shmbuf" : "");
                 if (o.csv)
                     printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%ld\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz, baton_dtype_name(o.dt),
                            baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong);

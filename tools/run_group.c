@@ -343,11 +343,18 @@ int run_group_report(const run_group *g, const char *prefix) {
     int causes = 0, first = -1;
     char how[96];
     /* The first failure is the likely root cause; the ones that followed it within the settle window are
-     * usually ranks that saw it (their own output says what they saw). */
+     * usually ranks that saw it (their own output says what they saw). Failures reaped within 50 ms of each
+     * other are too close to order (a survivor that saw a dead peer's connection close may be reaped
+     * first): among them a death by signal is taken as the cause rather than an exit code. */
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];
         if (w->stopped || !failed(w->status)) continue;
         if (first < 0 || w->ended_ns < g->w[first].ended_ns) first = i;
+    }
+    for (int i = 0; first >= 0 && i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (w->stopped || !failed(w->status) || !WIFSIGNALED(w->status) || WIFSIGNALED(g->w[first].status)) continue;
+        if (w->ended_ns - g->w[first].ended_ns < 50000000ull) first = i;
     }
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];

@@ -20,7 +20,10 @@
 #include "comm/reduce.h"
 #include "util/util.h"
 
-enum { RD_MAX_BYTES = 64 << 10 };  /* TCP: recursive doubling up to here, ring above */
+/* p2p all-reduce: recursive doubling (halving-doubling from 32 KiB, inside baton__allreduce_rd) up to here,
+ * ring above. Measured over TCP (docs/algorithms.md): with 2 ranks rd and ring meet near 64 KiB; with 4,
+ * halving-doubling wins up to about 1 MiB. */
+static size_t rd_max_bytes(int n) { return n <= 2 ? (size_t)64 << 10 : (size_t)1 << 20; }
 
 static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadline) {
     baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline};
@@ -37,9 +40,9 @@ static baton_transport *p2p(baton_comm *c) { return c->tcp ? c->tcp : c->shm_tp;
 
 static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
     if (c->algo != BATON_ALGO_AUTO) return c->algo;
-    if (c->nnodes > 1) return c->local_size > 1 || c->world > c->nnodes ? BATON_ALGO_HIER : (bytes <= RD_MAX_BYTES ? BATON_ALGO_RD : BATON_ALGO_RING);
+    if (c->nnodes > 1 && (c->local_size > 1 || c->world > c->nnodes)) return BATON_ALGO_HIER;
     if (c->shm && !c->tcp) return BATON_ALGO_DIRECT;
-    return bytes <= RD_MAX_BYTES ? BATON_ALGO_RD : BATON_ALGO_RING;
+    return bytes <= rd_max_bytes(c->world) ? BATON_ALGO_RD : BATON_ALGO_RING;
 }
 
 /* Hierarchical all-reduce: sum inside the node, all-reduce the node sums across leaders, broadcast back.
@@ -65,8 +68,8 @@ static int hier_allreduce(baton_comm *c, const void *send, void *recv, size_t co
     if (rc >= 0 && c->rank == c->leaders[c->node] && c->nnodes > 1) {
         baton_group g = leaders_group(c, deadline);
         size_t bytes = count * baton_dtype_size(wdt);
-        rc = bytes <= RD_MAX_BYTES ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
-                                   : baton__allreduce_ring(&g, work, work, count, wdt, wop);
+        rc = bytes <= rd_max_bytes(g.n) ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
+                                        : baton__allreduce_ring(&g, work, work, count, wdt, wop);
     }
     if (rc >= 0 && c->local_size > 1) rc = baton__shm_broadcast(c, work, count, wdt, 0, deadline);
     if (rc >= 0) {
