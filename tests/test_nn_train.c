@@ -99,7 +99,7 @@ TEST(train_bad_command_lines_give_one_line_errors) {
     expect_cli_error("--lr", "needs a value");
     expect_cli_error("--bucket-mb 0", "--bucket-mb");   /* data-parallel flags: see test_ddp_train.c */
     expect_cli_error("--grad-dtype f8", "--grad-dtype");
-    expect_cli_error("--checkpoint /tmp/x", "not supported yet");
+    expect_cli_error("--resume", "needs --checkpoint DIR");   /* checkpoints: see test_ckpt_train.c */
     expect_cli_error("--channels 4,8", "only applies");
     expect_cli_error("--hidden 10,,", "--hidden");
     expect_cli_error("--data-dir /nonexistent --steps 1", "/nonexistent/train-images-idx3-ubyte.gz");

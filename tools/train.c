@@ -8,7 +8,9 @@
  * Each rank reads its own shard of every global batch (baton_dist_sampler); evaluation shards the test
  * set and sums the counts, so the accuracy equals a one-process evaluation. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +20,18 @@
 #include "baton/data.h"
 #include "baton/ddp.h"
 #include "baton/nn.h"
+#include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
 #include "commands.h"
+#include "train.h"
 #include "util/util.h"
 
 typedef struct {
-    const char *model, *data, *optim, *schedule, *save, *data_dir, *trace;
-    long epochs, steps, batch, accum, threads, warmup, step_every, eval_batch, train_samples, log_every;
+    const char *model, *data, *optim, *schedule, *save, *data_dir, *trace, *checkpoint;
+    long epochs, steps, batch, accum, threads, warmup, step_every, eval_batch, train_samples, log_every, ckpt_every;
     double lr, momentum, weight_decay, clip, gamma, dropout, min_lr;
     uint64_t seed;
-    int json, epochs_set, steps_set, lr_set, optim_set, wd_set;
+    int json, epochs_set, steps_set, lr_set, optim_set, wd_set, resume;
     int drop_last, lr_linear;  /* --drop-last, --lr-scaling linear */
     baton_ddp_config ddp;      /* --bucket-mb, --no-overlap, --grad-dtype, --loss-scale, --no-zero-copy */
     baton_model_config mc;
@@ -61,6 +65,13 @@ static const char usage_text[] =
     "  --log-every N          progress line every N steps when stderr is not a terminal\n"
     "  --save FILE.safetensors        write the final parameters\n"
     "  --json                 print one final JSON line on stdout\n"
+    "checkpoints (docs/checkpoints.md):\n"
+    "  --checkpoint DIR       save DIR/step-N every --checkpoint-every steps and at the end (keeps the last 2);\n"
+    "                         DIR must hold no checkpoint unless --resume is given\n"
+    "  --checkpoint-every N   steps between checkpoints (default: once per epoch)\n"
+    "  --resume               continue from the newest complete checkpoint in DIR, bit-identical to a run that\n"
+    "                         was never stopped; with none yet, start from scratch (so a restart script can\n"
+    "                         always pass it)\n"
     "data-parallel (under baton run -n N):\n"
     "  --bucket-mb MB         gradient bucket cap (default 25; the first bucket is 1)\n"
     "  --no-overlap           all-reduce after the whole backward instead of during it\n"
@@ -68,8 +79,7 @@ static const char usage_text[] =
     "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
     "                         double after 2000 clean steps); --loss-scale-init S sets the start\n"
     "  --no-zero-copy         keep the gradients in private memory (the all-reduce stages them)\n"
-    "  --trace FILE.json      write a Chrome/Perfetto timeline of every rank (main and comm threads)\n"
-    "  not supported yet: --checkpoint --resume\n";
+    "  --trace FILE.json      write a Chrome/Perfetto timeline of every rank (main and comm threads)\n";
 
 static int bad(const char *flag, const char *why) {
     fprintf(stderr, "baton train: %s: %s (see baton train --help)\n", flag, why);
@@ -125,8 +135,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
         if (!strcmp(flag, "--no-zero-copy")) { o->ddp.zero_copy = 0; continue; }
         if (!strcmp(flag, "--drop-last")) { o->drop_last = 1; continue; }
-        if (!strcmp(flag, "--resume"))
-            return bad(flag, "not supported yet (data-parallel / checkpointing features come in a later release)");
+        if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         else return bad(flag, "needs a value");
@@ -160,6 +169,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         LONG_OPT("--eval-batch", eval_batch, 1, 65536)
         LONG_OPT("--train-samples", train_samples, 1, 10000000)
         LONG_OPT("--log-every", log_every, 1, 1000000000)
+        LONG_OPT("--checkpoint-every", ckpt_every, 1, 1000000000)
         DBL_OPT("--lr", lr, 1e-12, 100.0)
         DBL_OPT("--momentum", momentum, 0.0, 0.999999)
         DBL_OPT("--weight-decay", weight_decay, 0.0, 10.0)
@@ -213,7 +223,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(flag, "--trace")) {
             o->trace = val;
         } else if (!strcmp(flag, "--checkpoint")) {
-            return bad(flag, "not supported yet (data-parallel / checkpointing features come in a later release)");
+            if (!*val) return bad(flag, "expects a directory");
+            o->checkpoint = val;
         } else {
             return bad(flag, "unknown option");
         }
@@ -243,125 +254,65 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     if (!o->lr_set) o->lr = adam ? 0.001 : 0.05;
     if (!o->wd_set) o->weight_decay = adam ? 0.01 : 5e-4;
     if (o->steps_set && !o->epochs_set) o->epochs = 100000;
+    if ((o->resume || o->ckpt_every) && !o->checkpoint)
+        return bad(o->resume ? "--resume" : "--checkpoint-every", "needs --checkpoint DIR");
     return 0;
 }
 
-/* ---- pieces of the loop -------------------------------------------------------------------------------- */
-typedef struct {
-    float *x;            /* (B, dim) */
-    int32_t *y;          /* (B) */
-} batch_buf;
-
-/* Copies the next B samples of this rank's shard into buf. */
-static void next_batch(const baton_dataset *ds, const baton_dist_sampler *s, long pos, int b, batch_buf *buf) {
-    baton_dataset_gather(ds, s->idx + pos, b, buf->x, buf->y);
+/* The settings a resumed run must share with the checkpoint: they fix the shapes and the data order. */
+static void config_fingerprint(const train_opts *o, long world, char *out, size_t cap) {
+    char h[128] = "", c[128] = "";
+    for (int i = 0; i < o->mc.n_hidden; i++) snprintf(h + strlen(h), sizeof h - strlen(h), "%s%d", i ? "," : "", o->mc.hidden[i]);
+    for (int i = 0; o->mc.kind == BATON_MODEL_CNN && i < o->mc.n_channels; i++)
+        snprintf(c + strlen(c), sizeof c - strlen(c), "%s%d", i ? "," : "", o->mc.channels[i]);
+    snprintf(out, cap, "model=%s hidden=%s channels=%s dropout=%.9g optim=%s seed=%llu data=%s train_samples=%ld "
+             "batch=%ld accum=%ld world=%ld drop_last=%d", o->model, h, *c ? c : "-", o->dropout, o->optim,
+             (unsigned long long)o->seed, o->data, !strcmp(o->data, "synthetic") ? o->train_samples : 0, o->batch,
+             o->accum, world, o->drop_last);
 }
 
-/* Forward of one batch: returns the mean loss tensor; *correct gets the batch's correct predictions. */
-static baton_tensor *forward(baton_model *m, baton_tape *t, const baton_dataset *ds, batch_buf *buf, int b,
-                             int *correct) {
-    baton_tensor *x = baton_tape_input(t, 2, (int[]){b, ds->dim}, buf->x);
-    baton_tensor *logits = baton_model_forward(m, t, x);
-    *correct = baton_count_correct(logits->data, buf->y, b, ds->classes);
-    return baton_cross_entropy(t, logits, buf->y);
-}
-
-/* Evaluates test samples [begin, end) in batches: the pieces a data-parallel run shards and sums. */
-static void evaluate(baton_model *m, baton_tape *t, const baton_dataset *ds, long begin, long end, int eb,
-                     batch_buf *buf, long *correct, long *count, double *loss_sum) {
-    *correct = *count = 0;
-    *loss_sum = 0.0;
-    for (long i = begin; i < end; i += eb) {
-        int b = (int)(end - i < eb ? end - i : eb);
-        memcpy(buf->x, ds->x + (size_t)i * ds->dim, (size_t)b * ds->dim * sizeof(float));
-        memcpy(buf->y, ds->y + i, (size_t)b * sizeof(int32_t));
-        baton_tape_reset(t, 0);
-        int c;
-        baton_tensor *loss = forward(m, t, ds, buf, b, &c);
-        *correct += c;
-        *count += b;
-        *loss_sum += (double)loss->data[0] * b;
+/* --checkpoint without --resume needs a directory without checkpoints; with --resume, restores the newest
+ * one (or notes that there is none) and hands back where to start and the schedule. Returns an exit code. */
+static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, long steps_per_epoch,
+                                 baton_ckpt_state *pos, baton_lr_schedule *sched) {
+    int talk = ck->rank == 0, rc, committed;
+    long newest;
+    if (!o->resume) {
+        if (baton_ckpt_scan(o->checkpoint, &committed, &newest) < 0 || committed > 0) {
+            fprintf(stderr, "baton train: --checkpoint %s: %s\n", o->checkpoint, committed > 0 ?
+                    "already holds checkpoints; pass --resume to continue from them or choose an empty directory" :
+                    baton_last_error());
+            return 2;
+        }
+        return 0;
     }
-}
-
-static int batch_alloc(batch_buf *b, int n, int dim) {
-    b->x = malloc((size_t)n * dim * sizeof(float));
-    b->y = malloc((size_t)n * sizeof(int32_t));
-    return b->x && b->y ? 0 : -1;
-}
-static void batch_free(batch_buf *b) {
-    free(b->x);
-    free(b->y);
-}
-
-/* ---- progress -------------------------------------------------------------------------------------------- */
-typedef struct {
-    int tty;
-    long log_every;
-    uint64_t last_draw_ns;
-} progress;
-
-static void progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch,
-                          double loss, double acc, double sps, int force) {
-    if (p->tty) {
-        uint64_t now = baton__now_ns();
-        if (!force && now - p->last_draw_ns < 100000000ull) return;
-        p->last_draw_ns = now;
-        int width = 24, fill = (int)(width * step_in_epoch / (steps_per_epoch ? steps_per_epoch : 1));
-        char bar[32];
-        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-        bar[width] = '\0';
-        fprintf(stderr, "\repoch %ld/%ld [%s] %ld/%ld  loss %.4f  acc %.2f%%  %.0f samples/s   ", epoch, epochs,
-                bar, step_in_epoch, steps_per_epoch, loss, 100.0 * acc, sps);
-    } else if (force || step_in_epoch % p->log_every == 0) {
-        fprintf(stderr, "epoch %ld/%ld step %ld/%ld  loss %.4f  acc %.2f%%  %.0f samples/s\n", epoch, epochs,
-                step_in_epoch, steps_per_epoch, loss, 100.0 * acc, sps);
+    if ((rc = baton_ckpt_run_resume(ck, pos)) == BATON_ENOTFOUND) {
+        if (talk) fprintf(stderr, "baton train: --resume: no complete checkpoint in %s yet; starting from step 0\n", o->checkpoint);
+        memset(pos, 0, sizeof *pos);
+        return 0;
     }
-}
-
-static int default_threads(void) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = 1;
-    if (baton__env_long("BATON_LOCAL_WORLD_SIZE", 1, 1, 4096, &local) == BATON_ENOTFOUND)
-        baton__env_long("LOCAL_WORLD_SIZE", 1, 1, 4096, &local);
-    long t = cores > 0 ? cores / local : 1;
-    return t < 1 ? 1 : (int)t;
-}
-
-/* Loads the training and test sets named by --data. */
-static int load_data(const train_opts *o, baton_dataset *train, baton_dataset *test) {
-    if (strcmp(o->data, "synthetic")) return baton_dataset_fashion_mnist(train, test, o->data_dir);
-    /* same prototypes (same seed), different noise: train and test are two parts of one stream */
-    baton_dataset full;
-    int rc = baton_dataset_synthetic(&full, (int)o->train_samples + 10000, 1, 28, 28, 10, o->seed);
-    if (rc >= 0) rc = baton_dataset_synthetic(train, (int)o->train_samples, 1, 28, 28, 10, o->seed);
-    if (rc >= 0) rc = baton_dataset_synthetic(test, 10000, 1, 28, 28, 10, o->seed);
-    if (rc >= 0) {
-        memcpy(test->x, full.x + (size_t)o->train_samples * full.dim, (size_t)10000 * full.dim * sizeof(float));
-        memcpy(test->y, full.y + o->train_samples, 10000 * sizeof(int32_t));
-        memcpy(train->x, full.x, (size_t)o->train_samples * full.dim * sizeof(float));
-        memcpy(train->y, full.y, (size_t)o->train_samples * sizeof(int32_t));
+    if (rc < 0) {
+        fprintf(stderr, "baton train: --resume: %s\n", baton_last_error());
+        return rc == BATON_EMISMATCH ? 2 : 1;
     }
-    baton_dataset_free(&full);
-    return rc;
-}
-
-/* This rank's shard of the test set, then the counts summed over the ranks: every sample counted once. */
-static int evaluate_all(baton_comm *comm, baton_model *m, baton_tape *t, const baton_dataset *ds, int eb,
-                        batch_buf *buf, double *acc, double *loss) {
-    int rank = comm ? baton_comm_rank(comm) : 0, world = comm ? baton_comm_size(comm) : 1;
-    long lo, hi, correct, count;
-    double sums[3];
-    baton_shard_range(ds->n, rank, world, &lo, &hi);
-    evaluate(m, t, ds, lo, hi, eb, buf, &correct, &count, &sums[2]);
-    sums[0] = (double)correct;
-    sums[1] = (double)count;
-    if (comm && world > 1) {
-        int rc = baton_allreduce(comm, sums, sums, 3, BATON_F64, BATON_SUM);
-        if (rc < 0) return rc;
+    if (pos->epoch * steps_per_epoch + pos->epoch_step != pos->step || pos->epoch_step >= steps_per_epoch ||
+        pos->sample_offset != pos->epoch_step * o->batch * o->accum) {
+        fprintf(stderr, "baton train: --resume: %s/step-%ld: epoch %ld, step %ld of it, offset %ld do not fit %ld steps "
+                "per epoch\n", o->checkpoint, pos->step, pos->epoch, pos->epoch_step, pos->sample_offset, steps_per_epoch);
+        return 2;
     }
-    *acc = sums[0] / sums[1];
-    *loss = sums[2] / sums[1];
-    return BATON_OK;
+    const baton_lr_schedule *c = &pos->sched;
+    int same = c->kind == sched->kind && c->lr == sched->lr && c->warmup == sched->warmup && c->total == sched->total &&
+               c->min_lr == sched->min_lr && c->step_every == sched->step_every && c->gamma == sched->gamma;
+    if (talk && !same)
+        fprintf(stderr, "baton train: note: the learning-rate schedule of the checkpoint (lr %g, %ld warmup, %ld total "
+                "steps) replaces this command line's (lr %g, %ld, %ld)\n", (double)pos->sched.lr, pos->sched.warmup,
+                pos->sched.total, (double)sched->lr, sched->warmup, sched->total);
+    *sched = pos->sched;
+    if (talk)
+        fprintf(stderr, "baton train: resuming from %s/step-%ld (epoch %ld, step %ld of it)\n", o->checkpoint, pos->step,
+                pos->epoch + 1, pos->epoch_step);
+    return 0;
 }
 
 #define SPAN(ev, t0) baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, baton__now_ns())
@@ -374,7 +325,7 @@ int baton_cmd_train(int argc, char **argv) {
     long world = 1;
     if (baton__env_long("BATON_WORLD_SIZE", 1, 1, 1 << 20, &world) == BATON_ENOTFOUND)
         baton__env_long("WORLD_SIZE", 1, 1, 1 << 20, &world);
-    baton_set_threads(o.threads ? (int)o.threads : default_threads());
+    baton_set_threads(o.threads ? (int)o.threads : train_default_threads());
 
     baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
@@ -394,7 +345,7 @@ int baton_cmd_train(int argc, char **argv) {
         rank = baton_comm_rank(comm);
         world = baton_comm_size(comm);
     }
-    if ((rc = load_data(&o, &train, &test)) < 0) {
+    if ((rc = train_load_data(o.data, o.data_dir, o.train_samples, o.seed, &train, &test)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
@@ -422,7 +373,7 @@ int baton_cmd_train(int argc, char **argv) {
     tape = baton_tape_new(params, o.seed);
     etape = baton_tape_new(params, o.seed);
     if (o.trace && !(trace = baton_trace_new(1 << 20))) rc = baton__fail(BATON_ENOMEM, "out of memory for --trace");
-    if (!tape || !etape || batch_alloc(&bb, (int)o.batch, train.dim) || batch_alloc(&eb, (int)o.eval_batch, train.dim)) {
+    if (!tape || !etape || train_batch_alloc(&bb, (int)o.batch, train.dim) || train_batch_alloc(&eb, (int)o.eval_batch, train.dim)) {
         fprintf(stderr, "baton train: out of memory\n");
         goto out;
     }
@@ -444,31 +395,47 @@ int baton_cmd_train(int argc, char **argv) {
                      .log_every = o.log_every ? o.log_every : (steps_per_epoch / 5 > 0 ? steps_per_epoch / 5 : 1)};
     int talk = rank == 0 && (!o.json || prog.tty);   /* progress lines: rank 0 only */
     long epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
+    char config[BATON_CKPT_CONFIG_LEN];
+    config_fingerprint(&o, world, config, sizeof config);
+    baton_ckpt_run ck = {.dir = o.checkpoint, .comm = comm, .rank = rank, .world = (int)world, .params = params,
+                         .opt = opt, .tape = tape, .ddp = ddp, .loss_scale = o.ddp.loss_scale, .config = config};
+    baton_ckpt_state pos = {0};   /* where this process starts: step 0 unless resumed */
+    long ckpt_every = o.ckpt_every ? o.ckpt_every : steps_per_epoch, die_at = -1, die_rank = world - 1, ckpts = 0;
+    if (o.checkpoint && (exit_code = start_from_checkpoint(&o, &ck, steps_per_epoch, &pos, &sched)) != 0) goto out;
+    exit_code = 1;
+    /* Test knob (tests/test_ckpt_train.c): rank BATON_TEST_DIE_RANK (default the last) SIGKILLs itself as step
+     * BATON_TEST_DIE_AT_STEP starts. Inert unless set. */
+    if (baton__env_long("BATON_TEST_DIE_AT_STEP", -1, 0, LONG_MAX, &die_at) == BATON_EINVAL ||
+        baton__env_long("BATON_TEST_DIE_RANK", world - 1, 0, world - 1, &die_rank) == BATON_EINVAL) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     if (talk)
         fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
                         "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
                 baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
-                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : default_threads());
+                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads());
 
-    double losses[LOSS_WINDOW], initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
-    long step = 0;
-    uint64_t train_ns = 0;
-    for (long epoch = 0; step < total; epoch++) {
+    double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
+    long step = pos.step, evaluated = 0;
+    uint64_t train_ns = 0, ckpt_ns = 0;
+    for (long epoch = pos.epoch; step < total; epoch++) {
         baton_dist_sampler_set_epoch(&sampler, epoch);
         double ep_loss = 0.0;
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         uint64_t ep_t0 = baton__now_ns();
-        for (long s = 0; s < steps_per_epoch && step < total; s++, step++) {
+        for (long s = epoch == pos.epoch ? pos.epoch_step : 0; s < steps_per_epoch && step < total; s++, step++) {
+            if (step == die_at && rank == die_rank) raise(SIGKILL);
             uint64_t t0 = baton__now_ns(), t;
             double step_loss = 0.0;
             for (long k = 0; k < o.accum; k++) {   /* one optimizer step = accum micro-batches */
                 int correct;
                 t = baton__now_ns();
-                next_batch(&train, &sampler, (s * o.accum + k) * o.batch, (int)o.batch, &bb);
+                train_next_batch(&train, &sampler, (s * o.accum + k) * o.batch, (int)o.batch, &bb);
                 SPAN(BATON_EV_DATA, t);
                 t = baton__now_ns();
                 baton_tape_reset(tape, 1);
-                baton_tensor *loss = forward(model, tape, &train, &bb, (int)o.batch, &correct);
+                baton_tensor *loss = train_forward(model, tape, &train, &bb, (int)o.batch, &correct);
                 SPAN(BATON_EV_FORWARD, t);
                 t = baton__now_ns();
                 if (k == 0) baton_params_zero_grad(params);
@@ -495,30 +462,47 @@ int baton_cmd_train(int argc, char **argv) {
                         step_loss, step, rank);
                 goto out;
             }
-            if (step == 0) initial_loss = step_loss;
+            if (step == pos.step) initial_loss = step_loss;
             losses[step % LOSS_WINDOW] = step_loss;
             ep_loss += step_loss;
             ep_steps++;
             double sps = (double)ep_seen * world / ((double)(baton__now_ns() - ep_t0) * 1e-9);
             if (rank == 0)
-                progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
+                train_progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
                               (double)ep_correct / ep_seen, sps, s + 1 == steps_per_epoch || step + 1 == total);
+            if (o.checkpoint && ((step + 1) % ckpt_every == 0 || step + 1 == total)) {
+                t = baton__now_ns();
+                baton_ckpt_state cs = {.step = step + 1, .epoch = epoch + (s + 1) / steps_per_epoch,
+                                       .epoch_step = (s + 1) % steps_per_epoch,
+                                       .sample_offset = (s + 1) % steps_per_epoch * per_step, .sched = sched};
+                if (baton_ckpt_run_save(&ck, &cs) < 0) {
+                    fprintf(stderr, "\nbaton train: checkpoint of step %ld: %s\n", step + 1, baton_last_error());
+                    goto out;
+                }
+                ckpt_ns += baton__now_ns() - t;
+                ckpts++;
+            }
         }
         uint64_t t = baton__now_ns();
-        if (evaluate_all(comm, model, etape, &test, (int)o.eval_batch, &eb, &test_acc, &test_loss) < 0) {
+        if (train_evaluate_all(comm, model, etape, &test, (int)o.eval_batch, &eb, &test_acc, &test_loss) < 0) {
             fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());
             goto out;
         }
         SPAN(BATON_EV_EVAL, t);
+        evaluated++;
         if (prog.tty) fputc('\n', stderr);
         if (rank == 0)
             fprintf(stderr, "epoch %ld/%ld: train loss %.4f acc %.2f%% (rank 0) | test loss %.4f acc %.2f%% | %.1f s\n",
                     epoch + 1, epochs, ep_loss / ep_steps, 100.0 * ep_correct / ep_seen, test_loss, 100.0 * test_acc,
                     (double)(baton__now_ns() - ep_t0) * 1e-9);
     }
-    long window = step < LOSS_WINDOW ? step : LOSS_WINDOW;
+    if (!evaluated && train_evaluate_all(comm, model, etape, &test, (int)o.eval_batch, &eb, &test_acc, &test_loss) < 0) {
+        fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());   /* resumed at the last step */
+        goto out;
+    }
+    long ran = step - pos.step, window = ran < LOSS_WINDOW ? ran : LOSS_WINDOW;   /* steps this process ran */
     double final_loss = 0.0, secs = (double)train_ns * 1e-9;
-    for (long i = 0; i < window; i++) final_loss += losses[i] / window;
+    for (long i = 0; i < window; i++) final_loss += losses[(step - 1 - i) % LOSS_WINDOW] / window;
     /* the mean over ranks (each saw its own shard) and the slowest rank's time */
     double agg[2] = {final_loss / (double)world, secs};
     if (comm && (baton_allreduce(comm, agg, agg, 1, BATON_F64, BATON_SUM) < 0 ||
@@ -528,7 +512,7 @@ int baton_cmd_train(int argc, char **argv) {
     }
     final_loss = comm ? agg[0] : final_loss;
     secs = agg[1];
-    double sps = secs > 0 ? (double)step * per_step * world / secs : 0.0, step_ms = step ? 1e3 * secs / step : 0.0;
+    double sps = secs > 0 ? (double)ran * per_step * world / secs : 0.0, step_ms = ran ? 1e3 * secs / ran : 0.0;
     baton_ddp_stats st;
     baton_ddp_get_stats(ddp, &st);
 
@@ -553,6 +537,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddStringToObject(j, "data", o.data);
         cJSON_AddNumberToObject(j, "world_size", (double)world);
         cJSON_AddNumberToObject(j, "steps", (double)step);
+        cJSON_AddNumberToObject(j, "resumed_from_step", (double)pos.step);
         cJSON_AddNumberToObject(j, "batch", (double)o.batch);
         cJSON_AddNumberToObject(j, "accum", (double)o.accum);
         cJSON_AddNumberToObject(j, "effective_batch", (double)(per_step * world));
@@ -572,7 +557,9 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "skipped_steps", (double)st.skipped);
         cJSON_AddNumberToObject(j, "loss_scale", st.loss_scale);
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
-        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)default_threads());
+        cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
+        cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
+        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads());
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);
@@ -580,8 +567,8 @@ int baton_cmd_train(int argc, char **argv) {
     }
     exit_code = 0;
 out:
-    batch_free(&bb);
-    batch_free(&eb);
+    train_batch_free(&bb);
+    train_batch_free(&eb);
     baton_ddp_free(ddp);
     baton_trace_free(trace);
     baton_tape_free(tape);

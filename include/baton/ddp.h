@@ -113,6 +113,17 @@ float baton_ddp_backward_scale(const baton_ddp *d);
  * the step must be skipped (a non-finite gradient somewhere; every rank agrees). */
 int baton_ddp_finish(baton_ddp *d, int *skip);
 void baton_ddp_get_stats(const baton_ddp *d, baton_ddp_stats *out);
+/* Loss-scaler state, saved in checkpoints so a resumed run scales (and skips) exactly like an uninterrupted
+ * one: the current scale, the clean steps since it last changed, and the steps skipped so far. */
+typedef struct {
+    float scale;             /* 1 without loss scaling */
+    long good_steps;         /* dynamic: clean steps since the last change (doubles at growth_interval) */
+    long skipped;            /* steps skipped for non-finite gradients so far */
+} baton_ddp_scaler;
+void baton_ddp_get_scaler(const baton_ddp *d, baton_ddp_scaler *out);
+/* BATON_EINVAL when the state does not fit the engine's config (scale outside [1, 2^24], negative counts,
+ * a scale other than 1 without loss scaling). Call between steps. */
+int baton_ddp_set_scaler(baton_ddp *d, const baton_ddp_scaler *s);
 /* Bucket k's element range [*lo, *hi) of the slab, in launch order; returns the bucket count. */
 int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi);
 

@@ -205,6 +205,9 @@ void baton_optim_step(baton_optim *o, float lr);
  * Each has baton_params_numel floats. */
 float *baton_optim_state(baton_optim *o, int slot);
 long baton_optim_steps(const baton_optim *o);
+/* Restores the step counter (AdamW's bias correction depends on it) when resuming from a checkpoint. */
+void baton_optim_set_steps(baton_optim *o, long steps);
+int baton_optim_kind(const baton_optim *o);   /* BATON_OPTIM_* */
 
 /* Global L2 norm of the gradient slab; when max_norm > 0 and the norm exceeds it, scales the gradients
  * by max_norm / norm. Returns the norm before clipping. */

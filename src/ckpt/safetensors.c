@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt/fsio.h"
 #include "ckpt/safetensors.h"
 #include "util/util.h"
 
@@ -23,16 +24,14 @@ static size_t dtype_size(const char *name) {
 }
 
 /* ---- writer ------------------------------------------------------------------------------------------ */
-int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, const char *const *meta, int n_meta) {
+int baton_st_serialize(const baton_st_tensor *tensors, int n, const char *const *meta, int n_meta, void **out,
+                       size_t *out_len, const char *what) {
+    *out = NULL;
+    *out_len = 0;
     cJSON *root = cJSON_CreateObject();
-    char *json = NULL, tmp[4096];
-    FILE *f = NULL;
+    char *json = NULL;
     int rc = BATON_OK;
-    if (!root) return baton__fail(BATON_ENOMEM, "%s: out of memory", path);
-    if (strlen(path) + 5 > sizeof tmp) {
-        cJSON_Delete(root);
-        return baton__fail(BATON_EINVAL, "%s: path too long", path);
-    }
+    if (!root) return baton__fail(BATON_ENOMEM, "%s: out of memory", what);
     if (n_meta > 0) {
         cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
         for (int i = 0; m && i < n_meta; i++) cJSON_AddStringToObject(m, meta[2 * i], meta[2 * i + 1]);
@@ -42,19 +41,19 @@ int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, cons
         const baton_st_tensor *t = &tensors[i];
         size_t esz = dtype_size(t->dtype), numel = 1;
         if (!esz || t->ndim < 0 || t->ndim > BATON_ST_MAX_DIMS) {
-            rc = baton__fail(BATON_EINVAL, "%s: tensor %s: bad dtype or rank", path, t->name);
+            rc = baton__fail(BATON_EINVAL, "%s: tensor %s: bad dtype or rank", what, t->name);
             goto out;
         }
         for (int d = 0; d < t->ndim; d++) numel *= (size_t)t->shape[d];
         if (numel * esz != t->nbytes) {
-            rc = baton__fail(BATON_EINVAL, "%s: tensor %s: %zu bytes disagree with its shape", path, t->name, t->nbytes);
+            rc = baton__fail(BATON_EINVAL, "%s: tensor %s: %zu bytes disagree with its shape", what, t->name, t->nbytes);
             goto out;
         }
         cJSON *e = cJSON_AddObjectToObject(root, t->name), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
         if (!e || !shape || !offs) {
             cJSON_Delete(shape);
             cJSON_Delete(offs);
-            rc = baton__fail(BATON_ENOMEM, "%s: out of memory", path);
+            rc = baton__fail(BATON_ENOMEM, "%s: out of memory", what);
             goto out;
         }
         cJSON_AddStringToObject(e, "dtype", t->dtype);
@@ -67,35 +66,38 @@ int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, cons
     }
     json = cJSON_PrintUnformatted(root);
     if (!json) {
-        rc = baton__fail(BATON_ENOMEM, "%s: out of memory", path);
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory", what);
         goto out;
     }
-    size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7;
-    unsigned char hdr[8];
-    for (int i = 0; i < 8; i++) hdr[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) {
-        rc = baton__fail(BATON_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7, total = 8 + padded + off;
+    unsigned char *buf = malloc(total);
+    if (!buf) {
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu bytes", what, total);
         goto out;
     }
-    int ok = fwrite(hdr, 1, 8, f) == 8 && fwrite(json, 1, jlen, f) == jlen;
-    for (size_t i = jlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
-    for (int i = 0; ok && i < n; i++) ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, f) == tensors[i].nbytes;
-    if (fclose(f) != 0) ok = 0;
-    f = NULL;
-    if (!ok) {
-        remove(tmp);
-        rc = baton__fail(BATON_EIO, "%s: write failed: %s", tmp, strerror(errno));
-        goto out;
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    memcpy(buf + 8, json, jlen);
+    memset(buf + 8 + jlen, ' ', padded - jlen);
+    unsigned char *p = buf + 8 + padded;
+    for (int i = 0; i < n; i++) {
+        if (tensors[i].nbytes) memcpy(p, tensors[i].data, tensors[i].nbytes);
+        p += tensors[i].nbytes;
     }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        rc = baton__fail(BATON_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-    }
+    *out = buf;
+    *out_len = total;
 out:
     free(json);
     cJSON_Delete(root);
+    return rc;
+}
+
+int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, const char *const *meta, int n_meta) {
+    void *buf;
+    size_t len;
+    int rc = baton_st_serialize(tensors, n, meta, n_meta, &buf, &len, path);
+    if (rc < 0) return rc;
+    rc = baton__write_atomic(path, buf, len);
+    free(buf);
     return rc;
 }
 

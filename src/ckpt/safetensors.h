@@ -36,8 +36,12 @@ typedef struct {
 } baton_st_tensor;
 
 /* Writes tensors in the given order; meta is n_meta (key, value) string pairs for __metadata__. Writes
- * PATH.tmp and renames it over PATH, so a crash never leaves a half-written file under PATH. */
+ * PATH.tmp, fsyncs it, renames it over PATH and fsyncs the directory, so a crash never leaves a
+ * half-written file under PATH. */
 int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, const char *const *meta, int n_meta);
+/* The same file image in memory: *out (malloc'ed, *out_len bytes). `what` names it in errors. */
+int baton_st_serialize(const baton_st_tensor *tensors, int n, const char *const *meta, int n_meta, void **out,
+                       size_t *out_len, const char *what);
 /* Every parameter as an F32 tensor under its name. */
 int baton_st_save_params(const char *path, const baton_params *p, const char *const *meta, int n_meta);
 

@@ -414,6 +414,24 @@ void baton_ddp_get_stats(const baton_ddp *d, baton_ddp_stats *out) {
     out->loss_scale = d->scale;
 }
 
+void baton_ddp_get_scaler(const baton_ddp *d, baton_ddp_scaler *out) {
+    out->scale = d->scale;
+    out->good_steps = d->good_steps;
+    out->skipped = d->st.skipped;
+}
+
+int baton_ddp_set_scaler(baton_ddp *d, const baton_ddp_scaler *s) {
+    int none = d->cfg.loss_scale == BATON_LOSS_SCALE_NONE;
+    if (!(s->scale >= 1.0f && s->scale <= 16777216.0f) || (none && s->scale != 1.0f) || s->good_steps < 0 ||
+        s->skipped < 0 || (d->cfg.loss_scale == BATON_LOSS_SCALE_DYNAMIC && s->good_steps >= d->cfg.growth_interval))
+        return baton__fail(BATON_EINVAL, "ddp: loss-scaler state (scale %g, %ld clean steps, %ld skipped) does not "
+                           "fit this run's loss scaling", (double)s->scale, s->good_steps, s->skipped);
+    d->scale = s->scale;
+    d->good_steps = s->good_steps;
+    d->st.skipped = s->skipped;
+    return BATON_OK;
+}
+
 int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi) {
     if (k >= 0 && k < d->nb) {
         *lo = d->b[k].lo;

@@ -50,6 +50,8 @@ void baton_optim_free(baton_optim *o) {
 
 float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
 long baton_optim_steps(const baton_optim *o) { return o->steps; }
+void baton_optim_set_steps(baton_optim *o, long steps) { o->steps = steps; }
+int baton_optim_kind(const baton_optim *o) { return o->cfg.kind; }
 
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {

@@ -1,0 +1,665 @@
+/* checkpoint.c: writing, committing, verifying, loading and pruning checkpoint directories (see
+ * checkpoint.h; the crash argument is in docs/checkpoints.md). */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/fsio.h"
+#include "ckpt/safetensors.h"
+#include "util/util.h"
+
+enum { NFILES = 3, HASH_LEN = 32, MAX_STEP_DIRS = 100000 };
+#define MAX_TENSOR_FILE ((size_t)1 << 40)   /* bytes: model / optimizer file limit */
+static const char *const file_names[NFILES] = {"model.safetensors", "optim.safetensors", "state.json"};
+static const char *const sched_names[] = {"const", "cosine", "step"};
+static const char *const scale_names[] = {"none", "static", "dynamic"};
+
+static void hash_hex(const void *buf, size_t len, char out[2 * HASH_LEN + 1]) {
+    unsigned char h[HASH_LEN];
+    if (sodium_init() < 0) BATON_ASSERT(!"sodium_init failed");
+    crypto_generichash(h, HASH_LEN, buf, len, NULL, 0);
+    for (int i = 0; i < HASH_LEN; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+static int path_join(char *out, size_t cap, const char *a, const char *b) {
+    if ((size_t)snprintf(out, cap, "%s/%s", a, b) >= cap) return baton__fail(BATON_EINVAL, "%s/%s: path too long", a, b);
+    return BATON_OK;
+}
+
+static const char *slot_name(int kind, int slot) {
+    return slot == 1 ? "exp_avg_sq" : kind == BATON_OPTIM_ADAMW ? "exp_avg" : "momentum_buffer";
+}
+
+/* ---- step directories ------------------------------------------------------------------------------- */
+/* "step-<N>" with N canonical decimal (no sign, no leading zeros) in [0, 10^15]. */
+static int parse_step_name(const char *name, long *step) {
+    if (strncmp(name, "step-", 5) != 0) return 0;
+    const char *d = name + 5;
+    size_t n = strlen(d);
+    if (n == 0 || n > 15 || (n > 1 && d[0] == '0') || strspn(d, "0123456789") != n) return 0;
+    *step = strtol(d, NULL, 10);
+    return 1;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The steps of DIR's step directories, newest first (malloc'ed; *n = 0 and NULL for a missing DIR). */
+static int list_steps(const char *dir, long **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return BATON_OK;
+        return baton__fail(BATON_EIO, "%s: cannot open the checkpoint directory: %s", dir, strerror(errno));
+    }
+    long *v = NULL;
+    int cap = 0, rc = BATON_OK;
+    for (struct dirent *e; (e = readdir(d));) {
+        long s;
+        if (!parse_step_name(e->d_name, &s)) continue;
+        if (*n == MAX_STEP_DIRS) {
+            rc = baton__fail(BATON_EFORMAT, "%s: more than %d step directories", dir, MAX_STEP_DIRS);
+            break;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            long *nv = realloc(v, (size_t)cap * sizeof *v);
+            if (!nv) {
+                rc = baton__fail(BATON_ENOMEM, "%s: out of memory listing checkpoints", dir);
+                break;
+            }
+            v = nv;
+        }
+        v[(*n)++] = s;
+    }
+    closedir(d);
+    if (rc < 0) {
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    qsort(v, (size_t)*n, sizeof *v, cmp_desc);
+    *out = v;
+    return BATON_OK;
+}
+
+/* Removes STEPDIR: COMMIT first (so a crash half-way leaves an uncommitted directory), then the rest. */
+static int remove_step_dir(const char *stepdir) {
+    char path[4096];
+    if (path_join(path, sizeof path, stepdir, "COMMIT") < 0) return BATON_EINVAL;
+    if (unlink(path) == 0) baton__fsync_dir(stepdir);
+    DIR *d = opendir(stepdir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (path_join(path, sizeof path, stepdir, e->d_name) == 0) unlink(path);
+        }
+        closedir(d);
+    }
+    if (rmdir(stepdir) != 0 && errno != ENOENT)
+        return baton__fail(BATON_EIO, "%s: cannot remove the old checkpoint: %s", stepdir, strerror(errno));
+    return BATON_OK;
+}
+
+/* ---- COMMIT ------------------------------------------------------------------------------------------ */
+/* Writes STEPDIR/COMMIT recording each file's size and BLAKE2b-256 (hex). */
+static int write_commit(const char *stepdir, long step, const size_t len[NFILES], char hex[NFILES][2 * HASH_LEN + 1]) {
+    cJSON *root = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(root, "files");
+    char path[4096];
+    int rc;
+    if (!root || !files) {
+        cJSON_Delete(root);
+        return baton__fail(BATON_ENOMEM, "%s: out of memory", stepdir);
+    }
+    cJSON_AddStringToObject(root, "format", "baton-checkpoint");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "step", (double)step);
+    for (int i = 0; i < NFILES; i++) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddItemToArray(files, f);
+        cJSON_AddStringToObject(f, "name", file_names[i]);
+        cJSON_AddNumberToObject(f, "bytes", (double)len[i]);
+        cJSON_AddStringToObject(f, "blake2b", hex[i]);
+    }
+    char *js = cJSON_Print(root);
+    if (!js) rc = baton__fail(BATON_ENOMEM, "%s: out of memory", stepdir);
+    else if ((rc = path_join(path, sizeof path, stepdir, "COMMIT")) >= 0) rc = baton__write_atomic(path, js, strlen(js));
+    free(js);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int baton__ckpt_commit(const char *stepdir, long step) {
+    char path[4096], hex[NFILES][2 * HASH_LEN + 1];
+    size_t len[NFILES];
+    for (int i = 0; i < NFILES; i++) {
+        void *buf;
+        int rc = path_join(path, sizeof path, stepdir, file_names[i]);
+        if (rc < 0 || (rc = baton__read_file(path, MAX_TENSOR_FILE, &buf, &len[i])) < 0) return rc;
+        hash_hex(buf, len[i], hex[i]);
+        free(buf);
+    }
+    return write_commit(stepdir, step, len, hex);
+}
+
+/* The three files of a committed step directory, read and checked against COMMIT. */
+typedef struct {
+    char dir[4096];              /* DIR/step-<N> */
+    void *buf[NFILES];
+    size_t len[NFILES];
+} step_files;
+
+static void step_files_free(step_files *f) {
+    for (int i = 0; i < NFILES; i++) {
+        free(f->buf[i]);
+        f->buf[i] = NULL;
+    }
+}
+
+static int json_uint(const cJSON *j, double max, uint64_t *out) {
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0.0 && j->valuedouble <= max) || floor(j->valuedouble) != j->valuedouble)
+        return 0;
+    *out = (uint64_t)j->valuedouble;
+    return 1;
+}
+
+/* BATON_ENOTFOUND: no COMMIT (torn, silently skipped); BATON_EFORMAT: committed but damaged. */
+static int verify_step(const char *dir, long step, step_files *f) {
+    memset(f, 0, sizeof *f);
+    char name[32], path[4096 + 64];
+    snprintf(name, sizeof name, "step-%ld", step);
+    int rc = path_join(f->dir, sizeof f->dir, dir, name);
+    if (rc < 0) return rc;
+    snprintf(path, sizeof path, "%s/COMMIT", f->dir);
+    void *cbuf;
+    size_t clen;
+    if ((rc = baton__read_file(path, BATON_CKPT_MAX_COMMIT, &cbuf, &clen)) < 0) return rc;
+    cJSON *root = cJSON_ParseWithLength(cbuf, clen);
+    free(cbuf);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
+    uint64_t cstep;
+    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "baton-checkpoint") ||
+        !json_uint(cJSON_GetObjectItemCaseSensitive(root, "step"), 1e15, &cstep) || (long)cstep != step ||
+        !cJSON_IsArray(files) || cJSON_GetArraySize(files) != NFILES) {
+        rc = baton__fail(BATON_EFORMAT, "%s: not a valid commit record for step %ld", path, step);
+        goto out;
+    }
+    int seen[NFILES] = {0};
+    for (const cJSON *e = files->child; e; e = e->next) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *hx = cJSON_GetObjectItemCaseSensitive(e, "blake2b");
+        uint64_t bytes;
+        int k = -1;
+        for (int i = 0; cJSON_IsString(nm) && i < NFILES; i++)
+            if (!strcmp(nm->valuestring, file_names[i])) k = i;
+        if (k < 0 || seen[k]++ || !json_uint(cJSON_GetObjectItemCaseSensitive(e, "bytes"), (double)MAX_TENSOR_FILE, &bytes) ||
+            !cJSON_IsString(hx) || strlen(hx->valuestring) != 2 * HASH_LEN) {
+            rc = baton__fail(BATON_EFORMAT, "%s: bad file entry in the commit record", path);
+            goto out;
+        }
+        char fpath[4096 + 64], hex[2 * HASH_LEN + 1];
+        snprintf(fpath, sizeof fpath, "%s/%s", f->dir, file_names[k]);
+        size_t limit = k == 2 ? BATON_CKPT_MAX_STATE : MAX_TENSOR_FILE;
+        if (bytes > limit) {
+            rc = baton__fail(BATON_EFORMAT, "%s: commit record claims %" PRIu64 " bytes (limit %zu)", fpath, bytes, limit);
+            goto out;
+        }
+        if ((rc = baton__read_file(fpath, (size_t)bytes, &f->buf[k], &f->len[k])) < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", baton_last_error());
+            rc = baton__fail(BATON_EFORMAT, "%s (the commit record lists it with %" PRIu64 " bytes)", why, bytes);
+            goto out;
+        }
+        if (f->len[k] != bytes) {
+            rc = baton__fail(BATON_EFORMAT, "%s: %zu bytes but the commit record says %" PRIu64 " (truncated?)", fpath,
+                             f->len[k], bytes);
+            goto out;
+        }
+        hash_hex(f->buf[k], f->len[k], hex);
+        if (strcmp(hex, hx->valuestring)) {
+            rc = baton__fail(BATON_EFORMAT, "%s: checksum differs from the commit record (damaged file)", fpath);
+            goto out;
+        }
+    }
+    rc = BATON_OK;
+out:
+    cJSON_Delete(root);
+    if (rc < 0) step_files_free(f);
+    return rc;
+}
+
+int baton_ckpt_scan(const char *dir, int *committed, long *newest) {
+    long *steps;
+    int n, rc = list_steps(dir, &steps, &n);
+    *committed = 0;
+    *newest = -1;
+    if (rc < 0) return rc;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/step-%ld/COMMIT", dir, steps[i]);
+        if (stat(path, &sb) == 0) ++*committed;
+        step_files f;
+        if (*newest < 0 && verify_step(dir, steps[i], &f) == BATON_OK) {
+            *newest = steps[i];
+            step_files_free(&f);
+        }
+    }
+    free(steps);
+    return BATON_OK;
+}
+
+/* ---- state.json -------------------------------------------------------------------------------------- */
+static char *state_json(const baton_ckpt_state *st) {
+    cJSON *r = cJSON_CreateObject();
+    if (!r) return NULL;
+    cJSON_AddStringToObject(r, "format", "baton-train-state");
+    cJSON_AddNumberToObject(r, "version", 1);
+    cJSON_AddNumberToObject(r, "step", (double)st->step);
+    cJSON_AddNumberToObject(r, "epoch", (double)st->epoch);
+    cJSON_AddNumberToObject(r, "epoch_step", (double)st->epoch_step);
+    cJSON_AddNumberToObject(r, "sample_offset", (double)st->sample_offset);
+    cJSON *s = cJSON_AddObjectToObject(r, "schedule");
+    cJSON_AddStringToObject(s, "kind", sched_names[st->sched.kind]);
+    cJSON_AddNumberToObject(s, "lr", st->sched.lr);
+    cJSON_AddNumberToObject(s, "warmup", (double)st->sched.warmup);
+    cJSON_AddNumberToObject(s, "total", (double)st->sched.total);
+    cJSON_AddNumberToObject(s, "min_lr", st->sched.min_lr);
+    cJSON_AddNumberToObject(s, "step_every", (double)st->sched.step_every);
+    cJSON_AddNumberToObject(s, "gamma", st->sched.gamma);
+    cJSON_AddNumberToObject(r, "optimizer_steps", (double)st->optim_steps);
+    cJSON *l = cJSON_AddObjectToObject(r, "loss_scale");
+    cJSON_AddStringToObject(l, "mode", scale_names[st->loss_scale]);
+    cJSON_AddNumberToObject(l, "scale", st->scaler.scale);
+    cJSON_AddNumberToObject(l, "good_steps", (double)st->scaler.good_steps);
+    cJSON_AddNumberToObject(l, "skipped", (double)st->scaler.skipped);
+    cJSON_AddStringToObject(r, "config", st->config);
+    cJSON_AddNumberToObject(r, "world_size", st->world);
+    cJSON *ranks = cJSON_AddArrayToObject(r, "ranks");
+    for (int i = 0; ranks && i < st->world; i++) {
+        cJSON *e = cJSON_CreateObject(), *rng = cJSON_AddArrayToObject(e, "rng");
+        cJSON_AddItemToArray(ranks, e);
+        for (int k = 0; rng && k < 4; k++) {
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016" PRIx64, st->ranks[i].rng[k]);
+            cJSON_AddItemToArray(rng, cJSON_CreateString(hex));
+        }
+    }
+    char *js = cJSON_Print(r);
+    cJSON_Delete(r);
+    return js;
+}
+
+static int get_long(const cJSON *obj, const char *key, long lo, long hi, long *out, const char *what) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= (double)lo && j->valuedouble <= (double)hi) ||
+        floor(j->valuedouble) != j->valuedouble)
+        return baton__fail(BATON_EFORMAT, "%s: '%s' must be an integer in [%ld, %ld]", what, key, lo, hi);
+    *out = (long)j->valuedouble;
+    return BATON_OK;
+}
+
+static int get_float(const cJSON *obj, const char *key, double lo, double hi, float *out, const char *what) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= lo && j->valuedouble <= hi))
+        return baton__fail(BATON_EFORMAT, "%s: '%s' must be a number in [%g, %g]", what, key, lo, hi);
+    *out = (float)j->valuedouble;
+    return BATON_OK;
+}
+
+static int get_enum(const cJSON *obj, const char *key, const char *const *names, int n, int *out, const char *what) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    for (int i = 0; cJSON_IsString(j) && i < n; i++)
+        if (!strcmp(j->valuestring, names[i])) {
+            *out = i;
+            return BATON_OK;
+        }
+    return baton__fail(BATON_EFORMAT, "%s: '%s' must be one of the known names (%s, ...)", what, key, names[0]);
+}
+
+static int parse_rng(const cJSON *e, baton_ckpt_rank *r, int i, const char *what) {
+    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(e, "rng");
+    if (!cJSON_IsObject(e) || !cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4)
+        return baton__fail(BATON_EFORMAT, "%s: ranks[%d] must be an object with 'rng': 4 hex strings", what, i);
+    int k = 0, nonzero = 0;
+    for (const cJSON *x = rng->child; x; x = x->next, k++) {
+        if (!cJSON_IsString(x) || strlen(x->valuestring) != 16 || strspn(x->valuestring, "0123456789abcdef") != 16)
+            return baton__fail(BATON_EFORMAT, "%s: ranks[%d].rng[%d] must be 16 lower-case hex digits", what, i, k);
+        r->rng[k] = strtoull(x->valuestring, NULL, 16);
+        nonzero |= r->rng[k] != 0;
+    }
+    if (!nonzero) return baton__fail(BATON_EFORMAT, "%s: ranks[%d].rng is all zero (not a valid xoshiro state)", what, i);
+    return BATON_OK;
+}
+
+int baton__ckpt_parse_state(const char *json, size_t len, const char *what, baton_ckpt_state *st) {
+    memset(st, 0, sizeof *st);
+    if (len > BATON_CKPT_MAX_STATE)
+        return baton__fail(BATON_EFORMAT, "%s: %zu bytes exceeds the %u-byte limit", what, len, BATON_CKPT_MAX_STATE);
+    cJSON *r = cJSON_ParseWithLength(json, len);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "schedule"), *ls = cJSON_GetObjectItemCaseSensitive(r, "loss_scale");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r, "config"), *ranks = cJSON_GetObjectItemCaseSensitive(r, "ranks");
+    const long BIG = 1000000000000000L;
+    long world = 0, ver = 0;
+    int rc;
+    if (!cJSON_IsObject(r)) {
+        rc = baton__fail(BATON_EFORMAT, "%s: not a JSON object", what);
+        goto out;
+    }
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "baton-train-state")) {
+        rc = baton__fail(BATON_EFORMAT, "%s: 'format' must be \"baton-train-state\"", what);
+        goto out;
+    }
+    if ((rc = get_long(r, "version", 1, 1, &ver, what)) < 0 || (rc = get_long(r, "step", 0, BIG, &st->step, what)) < 0 ||
+        (rc = get_long(r, "epoch", 0, BIG, &st->epoch, what)) < 0 ||
+        (rc = get_long(r, "epoch_step", 0, BIG, &st->epoch_step, what)) < 0 ||
+        (rc = get_long(r, "sample_offset", 0, BIG, &st->sample_offset, what)) < 0 ||
+        (rc = get_long(r, "optimizer_steps", 0, BIG, &st->optim_steps, what)) < 0 ||
+        (rc = get_long(r, "world_size", 1, BATON_CKPT_MAX_WORLD, &world, what)) < 0)
+        goto out;
+    if (!cJSON_IsObject(sc) || !cJSON_IsObject(ls)) {
+        rc = baton__fail(BATON_EFORMAT, "%s: 'schedule' and 'loss_scale' must be objects", what);
+        goto out;
+    }
+    if ((rc = get_enum(sc, "kind", sched_names, 3, &st->sched.kind, what)) < 0 ||
+        (rc = get_float(sc, "lr", 0.0, 100.0, &st->sched.lr, what)) < 0 ||
+        (rc = get_long(sc, "warmup", 0, BIG, &st->sched.warmup, what)) < 0 ||
+        (rc = get_long(sc, "total", 0, BIG, &st->sched.total, what)) < 0 ||
+        (rc = get_float(sc, "min_lr", 0.0, 100.0, &st->sched.min_lr, what)) < 0 ||
+        (rc = get_long(sc, "step_every", 0, BIG, &st->sched.step_every, what)) < 0 ||
+        (rc = get_float(sc, "gamma", 0.0, 1.0, &st->sched.gamma, what)) < 0 ||
+        (rc = get_enum(ls, "mode", scale_names, 3, &st->loss_scale, what)) < 0 ||
+        (rc = get_float(ls, "scale", 1.0, 16777216.0, &st->scaler.scale, what)) < 0 ||
+        (rc = get_long(ls, "good_steps", 0, BIG, &st->scaler.good_steps, what)) < 0 ||
+        (rc = get_long(ls, "skipped", 0, BIG, &st->scaler.skipped, what)) < 0)
+        goto out;
+    if (!cJSON_IsString(cfg) || strlen(cfg->valuestring) >= sizeof st->config) {
+        rc = baton__fail(BATON_EFORMAT, "%s: 'config' must be a string under %d bytes", what, BATON_CKPT_CONFIG_LEN);
+        goto out;
+    }
+    snprintf(st->config, sizeof st->config, "%s", cfg->valuestring);
+    if (!cJSON_IsArray(ranks) || cJSON_GetArraySize(ranks) != world) {
+        rc = baton__fail(BATON_EFORMAT, "%s: 'ranks' must be an array of world_size (%ld) entries", what, world);
+        goto out;
+    }
+    st->world = (int)world;
+    if (!(st->ranks = calloc((size_t)world, sizeof *st->ranks))) {
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory", what);
+        goto out;
+    }
+    int i = 0;
+    for (const cJSON *e = ranks->child; e; e = e->next, i++)
+        if ((rc = parse_rng(e, &st->ranks[i], i, what)) < 0) goto out;
+    rc = BATON_OK;
+out:
+    cJSON_Delete(r);
+    if (rc < 0) baton_ckpt_state_free(st);
+    return rc;
+}
+
+void baton_ckpt_state_free(baton_ckpt_state *st) {
+    if (!st) return;
+    free(st->ranks);
+    st->ranks = NULL;
+}
+
+/* ---- save -------------------------------------------------------------------------------------------- */
+/* The optimizer's slabs as one tensor per (parameter, slot); t has room for 2 x params entries. */
+static int optim_tensors(baton_params *p, baton_optim *o, baton_st_tensor *t, char (*names)[64]) {
+    int np = baton_params_count(p), kind = baton_optim_kind(o), nt = 0;
+    for (int slot = 0; slot < 2; slot++) {
+        float *slab = baton_optim_state(o, slot);
+        if (!slab) continue;
+        for (int i = 0; i < np; i++, nt++) {
+            const baton_param_info *v = baton_params_info(p, i);
+            snprintf(names[nt], 64, "%s.%s", v->name, slot_name(kind, slot));
+            t[nt] = (baton_st_tensor){.name = names[nt], .dtype = "F32", .ndim = v->ndim, .data = slab + v->offset,
+                                      .nbytes = v->count * sizeof(float)};
+            for (int d = 0; d < v->ndim; d++) t[nt].shape[d] = v->shape[d];
+        }
+    }
+    return nt;
+}
+
+/* Writes the three files (each atomically) and then COMMIT, hashing the images in memory as they go out. */
+static int write_files(const char *stepdir, baton_params *p, baton_optim *o, const baton_ckpt_state *st) {
+    int np = baton_params_count(p), rc = BATON_OK;
+    baton_st_tensor *t = calloc((size_t)(2 * np), sizeof *t);
+    char(*names)[64] = calloc((size_t)(2 * np), 64);
+    char path[4096], stepbuf[32], osteps[32], hex[NFILES][2 * HASH_LEN + 1];
+    void *buf = NULL;
+    size_t len, lens[NFILES];
+    if (!t || !names) {
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory", stepdir);
+        goto out;
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%ld", st->step);
+    snprintf(osteps, sizeof osteps, "%ld", st->optim_steps);
+    /* model.safetensors: the parameters */
+    const float *w = baton_params_data(p);
+    for (int i = 0; i < np; i++) {
+        const baton_param_info *v = baton_params_info(p, i);
+        t[i] = (baton_st_tensor){.name = v->name, .dtype = "F32", .ndim = v->ndim, .data = w + v->offset,
+                                 .nbytes = v->count * sizeof(float)};
+        for (int d = 0; d < v->ndim; d++) t[i].shape[d] = v->shape[d];
+    }
+    const char *mmeta[] = {"format", "pt", "producer", "baton train", "step", stepbuf};
+    if ((rc = path_join(path, sizeof path, stepdir, file_names[0])) < 0 ||
+        (rc = baton_st_serialize(t, np, mmeta, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len)) < 0)
+        goto out;
+    hash_hex(buf, lens[0] = len, hex[0]);
+    free(buf);
+    buf = NULL;
+    /* optim.safetensors: the state slabs */
+    int nt = optim_tensors(p, o, t, names);
+    const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind(o) == BATON_OPTIM_ADAMW ? "adamw" : "sgd",
+                           "steps", osteps};
+    if ((rc = path_join(path, sizeof path, stepdir, file_names[1])) < 0 ||
+        (rc = baton_st_serialize(t, nt, ometa, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len)) < 0)
+        goto out;
+    hash_hex(buf, lens[1] = len, hex[1]);
+    free(buf);
+    /* state.json */
+    buf = state_json(st);
+    if (!buf) {
+        rc = baton__fail(BATON_ENOMEM, "%s: out of memory", stepdir);
+        goto out;
+    }
+    if ((rc = path_join(path, sizeof path, stepdir, file_names[2])) < 0 ||
+        (rc = baton__write_atomic(path, buf, lens[2] = strlen(buf))) < 0)
+        goto out;
+    hash_hex(buf, lens[2], hex[2]);
+    rc = write_commit(stepdir, st->step, lens, hex);   /* the commit point */
+out:
+    free(buf);
+    free(t);
+    free(names);
+    return rc;
+}
+
+/* After committing `step`: keep it and the newest older complete checkpoint(s); delete older ones and torn
+ * ones older than `step`. Newer directories (from an abandoned future) are left alone. */
+static void prune(const char *dir, long step) {
+    long *steps;
+    int n, kept = 1;
+    if (list_steps(dir, &steps, &n) < 0) return;
+    for (int i = 0; i < n; i++) {
+        if (steps[i] >= step) continue;
+        step_files f;
+        int ok = kept < BATON_CKPT_KEEP && verify_step(dir, steps[i], &f) == BATON_OK;
+        if (ok) {
+            step_files_free(&f);
+            kept++;
+            continue;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/step-%ld", dir, steps[i]);
+        if (remove_step_dir(path) < 0) BATON_WARN("checkpoint: %s", baton_last_error());
+    }
+    free(steps);
+    baton__fsync_dir(dir);
+}
+
+int baton_ckpt_save(const char *dir, baton_params *p, baton_optim *o, const baton_ckpt_state *st) {
+    char stepdir[4096], name[32];
+    if (st->step < 0 || st->world < 1 || !st->ranks || st->sched.kind < 0 || st->sched.kind > 2 || st->loss_scale < 0 ||
+        st->loss_scale > 2)
+        return baton__fail(BATON_EINVAL, "checkpoint: bad state to save (step %ld, world %d)", st->step, st->world);
+    snprintf(name, sizeof name, "step-%ld", st->step);
+    int rc = path_join(stepdir, sizeof stepdir, dir, name);
+    if (rc < 0) return rc;
+    if (mkdir(dir, 0755) == 0) {
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s/..", dir);
+        baton__fsync_dir(parent);
+    } else if (errno != EEXIST) {
+        return baton__fail(BATON_EIO, "%s: cannot create the checkpoint directory: %s", dir, strerror(errno));
+    }
+    struct stat sb;
+    if (stat(stepdir, &sb) == 0 && (rc = remove_step_dir(stepdir)) < 0) return rc;
+    if (mkdir(stepdir, 0755) != 0) return baton__fail(BATON_EIO, "%s: cannot create: %s", stepdir, strerror(errno));
+    if ((rc = baton__fsync_dir(dir)) < 0 || (rc = write_files(stepdir, p, o, st)) < 0) return rc;
+    prune(dir, st->step);
+    return BATON_OK;
+}
+
+/* The whitespace-free token of `cfg` ("k=v k2=v2 ...") whose key is the `klen` bytes at `key`, or NULL. */
+static const char *find_key(const char *cfg, const char *key, size_t klen) {
+    for (const char *t = cfg; *t; t += strcspn(t, " "), t += strspn(t, " "))
+        if (!strncmp(t, key, klen) && t[klen] == '=') return t;
+    return NULL;
+}
+
+/* Names the first setting of the checkpoint's config that this run's differs from. */
+static int config_mismatch(const char *what, const char *theirs, const char *ours) {
+    for (const char *t = theirs + strspn(theirs, " "); *t; t += strcspn(t, " "), t += strspn(t, " ")) {
+        size_t tlen = strcspn(t, " "), klen = strcspn(t, "= ");
+        const char *m = find_key(ours, t, klen);
+        size_t mlen = m ? strcspn(m, " ") : 0;
+        if (!m || mlen != tlen || strncmp(m, t, tlen))
+            return baton__fail(BATON_EMISMATCH, "%s was written with %.*s but this run has %.*s: resume with "
+                               "the same settings (or use a new --checkpoint directory)", what, (int)tlen, t,
+                               m ? (int)mlen : 9, m ? m : "(nothing)");
+    }
+    return baton__fail(BATON_EMISMATCH, "%s was written with the settings \"%s\", this run has \"%s\"", what,
+                       theirs, ours);
+}
+
+/* ---- load -------------------------------------------------------------------------------------------- */
+/* Checks that f holds exactly the tensors <param><suffix> (F32, the parameter's shape) for each suffix. */
+static int check_tensors(const baton_st_file *f, baton_params *p, const char *const *suffix, int ns, const char *what) {
+    int np = baton_params_count(p);
+    if (baton_st_count(f) != np * ns)
+        return baton__fail(BATON_EMISMATCH, "%s: holds %d tensors but this model and optimizer need %d", what,
+                           baton_st_count(f), np * ns);
+    for (int s = 0; s < ns; s++)
+        for (int i = 0; i < np; i++) {
+            const baton_param_info *v = baton_params_info(p, i);
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", v->name, suffix[s]);
+            const baton_st_entry *e = baton_st_find(f, name);
+            int same = e && !strcmp(e->dtype, "F32") && e->ndim == v->ndim;
+            for (int d = 0; same && d < v->ndim; d++) same = e->shape[d] == v->shape[d];
+            if (!same)
+                return baton__fail(BATON_EMISMATCH, "%s: tensor %s is missing or not F32 of the model's shape "
+                                   "(a checkpoint of a different model?)", what, name);
+        }
+    return BATON_OK;
+}
+
+static void copy_tensors(const baton_st_file *f, baton_params *p, const char *suffix, float *slab) {
+    memset(slab, 0, baton_params_numel(p) * sizeof(float));   /* alignment padding stays zero */
+    for (int i = 0, np = baton_params_count(p); i < np; i++) {
+        const baton_param_info *v = baton_params_info(p, i);
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", v->name, suffix);
+        memcpy(slab + v->offset, baton_st_find(f, name)->data, v->count * sizeof(float));
+    }
+}
+
+static int load_verified(step_files *sf, baton_params *p, baton_optim *o, const char *config, int world,
+                         baton_ckpt_state *st) {
+    char what[3][4096 + 64];
+    for (int i = 0; i < NFILES; i++) snprintf(what[i], sizeof what[i], "%s/%s", sf->dir, file_names[i]);
+    baton_st_file *mf = NULL, *of = NULL;
+    int kind = baton_optim_kind(o), rc;
+    char s0[40], s1[40];
+    snprintf(s0, sizeof s0, ".%s", slot_name(kind, 0));
+    snprintf(s1, sizeof s1, ".%s", slot_name(kind, 1));
+    const char *suffix[] = {s0, s1}, *none[] = {""};
+    if ((rc = baton__ckpt_parse_state(sf->buf[2], sf->len[2], what[2], st)) < 0) goto out;
+    if (world && st->world != world) {
+        rc = baton__fail(BATON_EMISMATCH, "%s was written by %d rank(s) but this run has %d: resume with the same world "
+                         "size (the data order depends on it)", sf->dir, st->world, world);
+        goto out;
+    }
+    if (config && strcmp(st->config, config)) {
+        rc = config_mismatch(sf->dir, st->config, config);
+        goto out;
+    }
+    if ((rc = baton_st_parse(&mf, sf->buf[0], sf->len[0], what[0])) < 0 ||
+        (rc = baton_st_parse(&of, sf->buf[1], sf->len[1], what[1])) < 0 ||
+        (rc = check_tensors(mf, p, none, 1, what[0])) < 0 ||
+        (rc = check_tensors(of, p, suffix, kind == BATON_OPTIM_ADAMW ? 2 : 1, what[1])) < 0)
+        goto out;
+    const char *okind = baton_st_meta(of, "optimizer");
+    if (!okind || strcmp(okind, kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd")) {
+        rc = baton__fail(BATON_EMISMATCH, "%s: optimizer '%s' differs from this run's %s", what[1], okind ? okind : "?",
+                         kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd");
+        goto out;
+    }
+    copy_tensors(mf, p, "", baton_params_data(p));
+    copy_tensors(of, p, s0, baton_optim_state(o, 0));
+    if (kind == BATON_OPTIM_ADAMW) copy_tensors(of, p, s1, baton_optim_state(o, 1));
+    baton_optim_set_steps(o, st->optim_steps);
+out:
+    baton_st_close(mf);
+    baton_st_close(of);
+    if (rc < 0) baton_ckpt_state_free(st);
+    return rc;
+}
+
+int baton_ckpt_load(const char *dir, baton_params *p, baton_optim *o, baton_ckpt_state *st) {
+    return baton_ckpt_load_for(dir, p, o, NULL, 0, st);
+}
+
+int baton_ckpt_load_for(const char *dir, baton_params *p, baton_optim *o, const char *config, int world,
+                        baton_ckpt_state *st) {
+    memset(st, 0, sizeof *st);
+    long *steps;
+    int n, rc = list_steps(dir, &steps, &n), damaged = 0;
+    if (rc < 0) return rc;
+    char first_damage[512] = "";
+    for (int i = 0; i < n; i++) {
+        step_files f;
+        rc = verify_step(dir, steps[i], &f);
+        if (rc == BATON_ENOTFOUND) continue;   /* no COMMIT: a torn write, never committed */
+        if (rc < 0) {
+            if (!damaged++) snprintf(first_damage, sizeof first_damage, "%s", baton_last_error());
+            BATON_WARN("checkpoint: skipping %s/step-%ld: %s", dir, steps[i], baton_last_error());
+            continue;
+        }
+        free(steps);
+        rc = load_verified(&f, p, o, config, world, st);
+        step_files_free(&f);
+        return rc;
+    }
+    free(steps);
+    if (damaged)
+        return baton__fail(BATON_EFORMAT, "%s: no complete checkpoint verifies (%d damaged; newest: %s)", dir, damaged,
+                           first_damage);
+    return baton__fail(BATON_ENOTFOUND, "%s: no complete checkpoint", dir);
+}

@@ -1,0 +1,46 @@
+/* train.h: the pieces of `baton train`'s loop that live in tools/train_parts.c (batches, forward,
+ * sharded evaluation, data loading, progress lines), so that tools/train.c reads as the loop itself.
+ *
+ *   batch_buf bb; train_batch_alloc(&bb, B, ds.dim);
+ *   train_next_batch(&ds, &sampler, pos, B, &bb);
+ *   baton_tensor *loss = train_forward(model, tape, &ds, &bb, B, &correct);
+ *   train_batch_free(&bb); */
+#ifndef BATON_TOOLS_TRAIN_H
+#define BATON_TOOLS_TRAIN_H
+
+#include <stdint.h>
+
+#include "baton/comm.h"
+#include "baton/data.h"
+#include "baton/ddp.h"
+#include "baton/nn.h"
+
+typedef struct {
+    float *x;            /* (B, dim) */
+    int32_t *y;          /* (B) */
+} batch_buf;
+
+typedef struct {
+    int tty;             /* stderr is a terminal: redraw one bar line */
+    long log_every;      /* otherwise: one line every log_every steps */
+    uint64_t last_draw_ns;
+} progress;
+
+int train_batch_alloc(batch_buf *b, int n, int dim);   /* -1 on out of memory */
+void train_batch_free(batch_buf *b);
+/* Copies the B samples at position pos of this rank's shard into buf. */
+void train_next_batch(const baton_dataset *ds, const baton_dist_sampler *s, long pos, int b, batch_buf *buf);
+/* Forward of one batch: the mean loss tensor; *correct gets the batch's correct predictions. */
+baton_tensor *train_forward(baton_model *m, baton_tape *t, const baton_dataset *ds, batch_buf *buf, int b,
+                            int *correct);
+/* This rank's shard of the test set, counts summed over the ranks (comm may be NULL). */
+int train_evaluate_all(baton_comm *comm, baton_model *m, baton_tape *t, const baton_dataset *ds, int eb,
+                       batch_buf *buf, double *acc, double *loss);
+/* --data fashion-mnist|synthetic into train and test. */
+int train_load_data(const char *data, const char *data_dir, long train_samples, uint64_t seed, baton_dataset *train,
+                    baton_dataset *test);
+void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
+                         double acc, double sps, int force);
+int train_default_threads(void);   /* cores / local world size, at least 1 */
+
+#endif
