@@ -87,7 +87,7 @@ if __name__ == "__main__":
 PYEOF
 
 torch_run() {   # WORLD -> samples/s
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$PY" "$TMP/torch_ddp.py" "$1" "$STEPS" 128 | awk '{print $1}'
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$PY" "$TMP/torch_ddp.py" "$1" "$STEPS" 128 | awk '{print $1}'
 }
 baton_run() {   # WORLD -> samples/s
     "$BUILD/baton" run -n "$1" -- "$BUILD/baton" train --model mlp --data fashion-mnist --batch 128 --threads 1 \

@@ -201,20 +201,23 @@ static void report_failure(baton_comm *c, int rc) {
  * A failure breaks the communicator for good. */
 int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->broken) return baton__fail(BATON_ECANCELED, "communicator unusable after an earlier failure: %s", c->broken_reason);
-    uint64_t deadline = baton__deadline_after(c->opt.timeout_s);
+    /* one clock reading serves the deadline, the watchdog and the flight recorder */
+    uint64_t now = baton__now_ns();
+    uint64_t deadline = c->opt.timeout_s > 0 && c->opt.timeout_s < 1e9 ? now + (uint64_t)(c->opt.timeout_s * 1e9)
+                                                                      : UINT64_MAX;
     /* Every collective says what it is before it touches anything shared (see transport/frame.h). */
     baton_coll_desc desc = {.seq = ++c->seq, .count = a->count, .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dt,
                             .op = (uint8_t)a->op, .root = a->root};
     if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
     if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
     c->desc = &desc;
-    baton__flight_start(&c->flight, &desc);
+    baton__flight_start(&c->flight, &desc, now);
     atomic_store_explicit(&c->running_count, desc.count, memory_order_relaxed);
     atomic_store_explicit(&c->running_meta,
                           (uint64_t)desc.kind | (uint64_t)desc.dtype << 8 | (uint64_t)desc.op << 16 |
                               (uint64_t)(uint32_t)desc.root << 32,
                           memory_order_relaxed);
-    atomic_store_explicit(&c->running_since, baton__now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->running_since, now, memory_order_relaxed);
     atomic_store_explicit(&c->running_seq, desc.seq, memory_order_release);
     if (c->shm) baton__shm_announce(c->shm, &desc);
     if (c->tcp) c->tcp->desc = &desc;
@@ -224,7 +227,7 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->shm_tp) c->shm_tp->desc = NULL;
     c->desc = NULL;
     atomic_store_explicit(&c->running_seq, 0, memory_order_release);
-    baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0);
+    baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0, baton__now_ns());
     if (rc < 0) {
         char what[128];
         baton__desc_format(&desc, what, sizeof what);

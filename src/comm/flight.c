@@ -22,22 +22,22 @@ static uint64_t wall_us(void) {
     return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
-void baton__flight_start(baton_flight *f, const baton_coll_desc *d) {
+void baton__flight_start(baton_flight *f, const baton_coll_desc *d, uint64_t now_ns) {
     baton_flight_entry *e = &f->e[d->seq % BATON_FLIGHT_ENTRIES];
     e->desc = *d;
     e->algo = 0;
     e->state = BATON_FLIGHT_RUNNING;
-    e->start_us = wall_us();
-    e->end_us = 0;
+    e->start_ns = now_ns;
+    e->end_ns = 0;
     f->last_seq = d->seq;
 }
 
-void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed) {
+void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed, uint64_t now_ns) {
     baton_flight_entry *e = &f->e[seq % BATON_FLIGHT_ENTRIES];
     if (e->desc.seq != seq) return;
     e->algo = (uint8_t)algo;
     e->state = failed ? BATON_FLIGHT_FAILED : BATON_FLIGHT_DONE;
-    e->end_us = wall_us();
+    e->end_ns = now_ns;
 }
 
 int baton__flight_dump(const baton_flight *f, int rank, int world, const char *job, const char *error, char *path,
@@ -59,6 +59,8 @@ int baton__flight_dump(const baton_flight *f, int rank, int world, const char *j
     cJSON_AddStringToObject(root, "job", job ? job : "");
     cJSON_AddStringToObject(root, "host", host);
     cJSON_AddStringToObject(root, "error", error ? error : "");
+    /* monotonic -> wall clock: the offset between the two clocks now */
+    int64_t offset_us = (int64_t)wall_us() - (int64_t)(baton__now_ns() / 1000);
     uint64_t first = f->last_seq >= BATON_FLIGHT_ENTRIES ? f->last_seq - BATON_FLIGHT_ENTRIES + 1 : 1;
     for (uint64_t s = first; f->last_seq && s <= f->last_seq; s++) {
         const baton_flight_entry *e = &f->e[s % BATON_FLIGHT_ENTRIES];
@@ -73,8 +75,8 @@ int baton__flight_dump(const baton_flight *f, int rank, int world, const char *j
         cJSON_AddNumberToObject(j, "root", e->desc.root);
         cJSON_AddStringToObject(j, "algo", baton_algo_name((baton_algo)e->algo));
         cJSON_AddStringToObject(j, "state", e->state < 3 ? state_names[e->state] : "?");
-        cJSON_AddNumberToObject(j, "start_us", (double)e->start_us);
-        cJSON_AddNumberToObject(j, "end_us", (double)e->end_us);
+        cJSON_AddNumberToObject(j, "start_us", (double)((int64_t)(e->start_ns / 1000) + offset_us));
+        cJSON_AddNumberToObject(j, "end_us", e->end_ns ? (double)((int64_t)(e->end_ns / 1000) + offset_us) : 0.0);
         cJSON_AddItemToArray(entries, j);
     }
     cJSON_AddItemToObject(root, "entries", entries);

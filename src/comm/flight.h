@@ -24,8 +24,8 @@ typedef struct {
     baton_coll_desc desc;
     uint8_t algo;        /* baton_algo that ran */
     uint8_t state;       /* baton_flight_state */
-    uint64_t start_us;   /* CLOCK_REALTIME */
-    uint64_t end_us;     /* 0 while running */
+    uint64_t start_ns;   /* CLOCK_MONOTONIC (turned into wall-clock time when written out) */
+    uint64_t end_ns;     /* 0 while running */
 } baton_flight_entry;
 
 typedef struct {
@@ -33,8 +33,9 @@ typedef struct {
     uint64_t last_seq;                           /* newest seq recorded (0: none) */
 } baton_flight;
 
-void baton__flight_start(baton_flight *f, const baton_coll_desc *d);
-void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed);
+/* now_ns: CLOCK_MONOTONIC, as read by the caller (one clock reading per collective is enough). */
+void baton__flight_start(baton_flight *f, const baton_coll_desc *d, uint64_t now_ns);
+void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed, uint64_t now_ns);
 /* Writes the JSON file; *path receives its name. Returns BATON_OK or a failure (detail set). */
 int baton__flight_dump(const baton_flight *f, int rank, int world, const char *job, const char *error, char *path,
                        size_t pathsz);
