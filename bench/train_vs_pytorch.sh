@@ -12,24 +12,9 @@ set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
 BUILD=${BUILD:-build}
-PY=/usr/bin/python3          # Debian's python (python3-torch lives there), not a pyenv/venv one
 cd "$(dirname "$0")/.."
 
-if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
-    echo "installing python3-torch (benchmark only) ..." >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-numpy >/dev/null
-fi
-ALT=libblas.so.3-x86_64-linux-gnu
-cur=$(update-alternatives --query "$ALT" 2>/dev/null | sed -n 's/^Value: //p')
-case "$cur" in
-*openblas*) ;;
-*)
-    ob=$(update-alternatives --list "$ALT" | grep openblas | head -n 1)
-    [ -n "$ob" ] || { echo "error: no OpenBLAS libblas.so.3 alternative; apt-get install libopenblas0-pthread" >&2; exit 1; }
-    echo "pointing $ALT at $ob (was: ${cur:-unset})" >&2
-    update-alternatives --set "$ALT" "$ob" >/dev/null
-    ;;
-esac
+. bench/torch_setup.sh
 
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null
 
