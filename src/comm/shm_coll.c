@@ -76,6 +76,15 @@ static int chunk_begin(baton_comm *c, size_t k, size_t chunk, size_t count, chun
     return wait_free(c, p->g, deadline);
 }
 
+/* Copies into my staging buffer the slices of chunk p that the other ranks reduce (my own slice I read
+ * from my input directly when I reduce it). */
+static void stage_others(baton_comm *c, const chunk_pos *p, const uint8_t *in, size_t esz) {
+    uint8_t *mine = baton__shm_stage(c->shm, c->local_rank, p->b);
+    size_t lo = slice_lo(p->m, c->local_size, c->local_rank, esz), hi = slice_lo(p->m, c->local_size, c->local_rank + 1, esz);
+    memcpy(mine, in + p->off * esz, lo * esz);
+    memcpy(mine + hi * esz, in + (p->off + hi) * esz, (p->m - hi) * esz);
+}
+
 /* Posts "my part of the chunk is staged", waits for everyone's; on the first chunk compares descriptors. */
 static int chunk_staged(baton_comm *c, const chunk_pos *p, uint64_t deadline) {
     post(c, 3 * p->g + 1);
@@ -161,22 +170,27 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
     /* Results larger than the caches go out with non-temporal stores. */
     int stream = count * esz >= c->shm_stream_bytes;
     int rc;
+    /* Chunk k+1 is staged right after chunk k's reduction, while the others may still be reducing: its
+     * buffer is free then (every rank has posted 3g+1 for chunk g, so all have consumed chunk g-1, the
+     * buffer's previous user), and the copy fills what would otherwise be waiting. */
+    chunk_pos p, next;
+    if ((rc = chunk_begin(c, 0, chunk, count, &p, deadline)) < 0) return rc;
+    stage_others(c, &p, in, esz);
     for (size_t k = 0; k < nchunks; k++) {
-        chunk_pos p;
-        if ((rc = chunk_begin(c, k, chunk, count, &p, deadline)) < 0) return rc;
         uint64_t g = p.g;
         int b = p.b;
         size_t off = p.off, m = p.m;
         uint8_t *mine = baton__shm_stage(c->shm, me, b);
-        /* Stage the slices the other ranks reduce; my own slice I read from my input directly. */
         size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
-        memcpy(mine, in + off * esz, lo * esz);
-        memcpy(mine + hi * esz, in + (off + hi) * esz, (m - hi) * esz);
         if ((rc = chunk_staged(c, &p, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++)
             srcs[q] = q == me ? in + (off + lo) * esz : (uint8_t *)baton__shm_stage(c->shm, q, b) + lo * esz;
         baton__reduce_n(mine + lo * esz, srcs, L, hi - lo, dt, op, avg_div);
         post(c, 3 * g + 2);
+        if (k + 1 < nchunks) {
+            chunk_at(c, k + 1, chunk, count, &next);
+            stage_others(c, &next, in, esz);
+        }
         if ((rc = wait_all(c, 3 * g + 2, deadline)) < 0) return rc;
         for (int q = 0; q < L; q++) {
             size_t qlo = slice_lo(m, L, q, esz), qhi = slice_lo(m, L, q + 1, esz);
@@ -187,6 +201,7 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
                 memcpy(out + (off + qlo) * esz, from, (qhi - qlo) * esz);
         }
         post(c, 3 * g + 3);
+        p = next;
     }
     if (stream) baton__copy_stream_fence();
     c->big_chunks += nchunks;
