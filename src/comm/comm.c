@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +361,24 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         }
         c->shm_chunk_bytes = (size_t)v;
     }
+    e = getenv("BATON_CMA_MIN");
+    c->cma_min_bytes = (size_t)256 << 10;
+    if (e && *e) {
+        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
+            rc = baton__fail(BATON_EINVAL, "BATON_CMA_MIN='%s' must be a size (e.g. 256K)", e);
+            goto fail;
+        }
+        c->cma_min_bytes = (size_t)v;
+    }
+    e = getenv("BATON_CMA_MAX");
+    c->cma_max_bytes = (size_t)32 << 20;
+    if (e && *e) {
+        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
+            rc = baton__fail(BATON_EINVAL, "BATON_CMA_MAX='%s' must be a size (e.g. 32M)", e);
+            goto fail;
+        }
+        c->cma_max_bytes = (size_t)v;
+    }
     e = getenv("BATON_SHM_STREAM");
     c->shm_stream_bytes = (size_t)16 << 20;
     if (e && *e) {
@@ -397,10 +416,15 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     int use_tcp = c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1;
     c->transport = use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
     if (c->local_size > 1 && c->opt.transport != BATON_TRANSPORT_TCP && (rc = setup_shm(c, deadline)) < 0) goto fail;
+    if (c->shm) { /* publish what peers read to test cross-memory attach after the barrier below */
+        c->cma_probe = 0xba7090000000ull + (uint64_t)c->rank;
+        atomic_store(&baton__shm_rank_block(c->shm, c->local_rank)->cma_send, (uint64_t)(uintptr_t)&c->cma_probe);
+    }
     if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
     if (plan.host_it && plan.file[0]) unlink(plan.file); /* everyone joined: the hand-off is done */
+    if (c->shm && (rc = baton__shm_cma_probe(c)) < 0) goto fail;
     if ((rc = baton__watchdog_start(c)) < 0) goto fail;
     BATON_INFO("joined: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, job %s", c->rank, c->world,
                c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport), c->job_id);

@@ -93,6 +93,9 @@ struct baton_comm {
 
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
+    int cma;                       /* every local pair can read each other's memory (process_vm_readv) */
+    size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */
+    uint64_t cma_probe;            /* a value peers read from this process to test that */
     uint64_t seq;                  /* collectives run so far */
     const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
     baton_flight flight;           /* the last 256 collectives, written out when one fails */
@@ -139,5 +142,7 @@ int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt,
                          uint64_t deadline);
 int baton__shm_barrier(baton_comm *c, uint64_t deadline);
 baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset);
+/* At init: can every local rank read every other's memory? Sets c->cma (agreed by all ranks). */
+int baton__shm_cma_probe(baton_comm *c);
 
 #endif

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
@@ -150,6 +151,118 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
     return nchunks ? wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline) : BATON_OK;
 }
 
+/* ---- cross-memory attach ------------------------------------------------------------------------------
+ * With ordinary (malloc'ed) buffers, a rank can still read its peers' buffers directly: process_vm_readv
+ * copies from another process's memory in one kernel copy. That removes the staging copies of the path
+ * above: each rank reads its slice of every peer's input straight into scratch, reduces into its own
+ * output, then reads every peer's reduced slice straight into its output. Used when every local pair can
+ * (checked at init, agreed by all ranks; BATON_CMA=0 turns it off), for sizes in [BATON_CMA_MIN,
+ * BATON_CMA_MAX) (default [256 KiB, 32 MiB)). */
+
+static int cma_read(baton_comm *c, int q, void *local, uint64_t remote, size_t bytes) {
+    pid_t pid = baton__shm_rank_block(c->shm, q)->pid;
+    uint8_t *l = local;
+    while (bytes) {
+        struct iovec li = {l, bytes}, ri = {(void *)(uintptr_t)remote, bytes};
+        ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == ESRCH)
+            return baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", c->local_ranks[q], (int)pid);
+        if (n <= 0)
+            return baton__fail(BATON_ESYS, "reading rank %d's buffer (process_vm_readv): %s", c->local_ranks[q],
+                               n < 0 ? strerror(errno) : "no progress");
+        l += n;
+        remote += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return BATON_OK;
+}
+
+int baton__shm_cma_probe(baton_comm *c) {
+    const char *e = getenv("BATON_CMA");
+    if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
+        return baton__fail(BATON_EINVAL, "BATON_CMA='%s' must be 0 (off) or 1 (on where it works)", e);
+    int64_t ok = !(e && !strcmp(e, "0")), all = 0;
+    for (int q = 0; q < c->local_size && ok; q++) {
+        if (q == c->local_rank) continue;
+        uint64_t addr = atomic_load(&baton__shm_rank_block(c->shm, q)->cma_send), v = 0;
+        if (!addr || cma_read(c, q, &v, addr, sizeof v) < 0 || v != 0xba7090000000ull + (uint64_t)c->local_ranks[q])
+            ok = 0;
+    }
+    baton__clear_error();
+    /* Agree through the store, not a collective: users' collectives keep their numbers from #1. */
+    char key[64], val[8];
+    snprintf(key, sizeof key, "baton/cma/%d", c->rank);
+    snprintf(val, sizeof val, "%d", (int)ok);
+    int rc = baton_store_set(c->store, key, val, strlen(val));
+    all = ok;
+    for (int q = 0; q < c->local_size && rc >= 0; q++) {
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "baton/cma/%d", c->local_ranks[q]);
+        rc = baton_store_get(c->store, key, &v, &len, c->opt.join_timeout_s);
+        if (rc >= 0 && (len != 1 || ((char *)v)[0] != '1')) all = 0;
+        free(v);
+    }
+    if (rc < 0) return baton__fail_ctx(rc, "agreeing on cross-memory attach: ");
+    c->cma = all == 1;
+    if (!c->cma) BATON_INFO("cross-memory attach not available between local ranks: staging through shared memory");
+    return BATON_OK;
+}
+
+static int cma_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                         int avg_div, uint64_t deadline) {
+    int L = c->local_size, me = c->local_rank, rc;
+    size_t esz = baton_dtype_size(dt);
+    size_t chunk = c->shm_chunk_bytes / esz;
+    size_t nchunks = (count + chunk - 1) / chunk;
+    baton_shm_rank *mine = baton__shm_rank_block(c->shm, me);
+    atomic_store_explicit(&mine->cma_send, (uint64_t)(uintptr_t)send, memory_order_relaxed);
+    atomic_store_explicit(&mine->cma_recv, (uint64_t)(uintptr_t)recv, memory_order_relaxed);
+    uint64_t psend[BATON_SHM_MAX_LOCAL], precv[BATON_SHM_MAX_LOCAL];
+    /* scratch for the peers' input slices: my staging buffers (nobody reads them during this collective) */
+    uint8_t *tmp = baton__shm_stage(c->shm, me, 0);
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    const void *srcs[BATON_SHM_MAX_LOCAL];
+    for (size_t k = 0; k < nchunks; k++) {
+        chunk_pos p;
+        chunk_at(c, k, chunk, count, &p);
+        post(c, 3 * p.g + 1);
+        if (k == 0) { /* everyone has entered (their addresses are published and their inputs ready) */
+            if ((rc = wait_all(c, 3 * p.g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0) return rc;
+            for (int q = 0; q < L; q++) {
+                psend[q] = atomic_load_explicit(&baton__shm_rank_block(c->shm, q)->cma_send, memory_order_relaxed);
+                precv[q] = atomic_load_explicit(&baton__shm_rank_block(c->shm, q)->cma_recv, memory_order_relaxed);
+            }
+        }
+        size_t lo = slice_lo(p.m, L, me, esz), hi = slice_lo(p.m, L, me + 1, esz), n = hi - lo;
+        for (int q = 0, t = 0; q < L; q++) {
+            if (q == me) {
+                srcs[q] = in + (p.off + lo) * esz;
+                continue;
+            }
+            uint8_t *scratch = tmp + (size_t)t++ * n * esz;
+            if (n && (rc = cma_read(c, q, scratch, psend[q] + (p.off + lo) * esz, n * esz)) < 0) return rc;
+            srcs[q] = scratch;
+        }
+        baton__reduce_n(out + (p.off + lo) * esz, srcs, L, n, dt, op, avg_div);
+        post(c, 3 * p.g + 2);
+        if ((rc = wait_all(c, 3 * p.g + 2, deadline)) < 0) return rc;
+        for (int q = 0; q < L; q++) {
+            if (q == me) continue;
+            size_t qlo = slice_lo(p.m, L, q, esz), qhi = slice_lo(p.m, L, q + 1, esz);
+            if (qhi > qlo &&
+                (rc = cma_read(c, q, out + (p.off + qlo) * esz, precv[q] + (p.off + qlo) * esz, (qhi - qlo) * esz)) < 0)
+                return rc;
+        }
+        post(c, 3 * p.g + 3);
+    }
+    c->big_chunks += nchunks;
+    /* Peers may still be reading my buffers: they are the caller's again only when all are done. */
+    return wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline);
+}
+
 int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                          int avg_div, uint64_t deadline) {
     size_t esz = baton_dtype_size(dt);
@@ -160,6 +273,10 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
     baton_shm_buffer *reg;
     if (send == recv && (reg = baton__shm_find_buffer(c, recv, count * esz, &boff)))
         return zero_copy_allreduce(c, reg, boff, count, dt, op, avg_div, deadline);
+    /* Cross-memory attach wins while the buffers fit in cache (measured: 16 MiB 7.2 against 6.4 GB/s); beyond,
+     * the staged path's non-temporal stores win (64 MiB 6.0 against 4.6 GB/s). docs/performance.md. */
+    if (c->cma && count * esz >= c->cma_min_bytes && count * esz < c->cma_max_bytes)
+        return cma_allreduce(c, send, recv, count, dt, op, avg_div, deadline);
 
     int L = c->local_size, me = c->local_rank;
     size_t chunk = c->shm_chunk_bytes / esz;

@@ -68,6 +68,10 @@ typedef struct {
     baton_shm_desc desc[BATON_SHM_DESC_RING];  /* the last collectives announced, by seq % RING */
     _Atomic uint64_t announced;                /* the latest seq announced */
     char pad2[BATON_SHM_CACHELINE - (BATON_SHM_DESC_RING * sizeof(baton_shm_desc) + 8) % BATON_SHM_CACHELINE];
+    /* addresses (in the rank's own address space) of the running all-reduce's send and receive buffers,
+     * for peers that read them with process_vm_readv (cross-memory attach); published before a post */
+    _Atomic uint64_t cma_send, cma_recv;
+    char pad3[BATON_SHM_CACHELINE - 16];
 } baton_shm_rank;
 
 typedef struct {
