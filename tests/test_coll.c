@@ -31,6 +31,10 @@ static void run_matrix(int n, const char *env, const char *args, double timeout_
 TEST_T(shm_world_1, 120) { run_matrix(1, "", "--algos auto --counts " COUNTS, 100); }
 TEST_T(shm_world_2_all_algos, 300) { run_matrix(2, "", "--algos auto,ring,rd --counts " COUNTS " --shmbuf", 280); }
 TEST_T(shm_world_3_all_algos, 300) { run_matrix(3, "", "--algos auto,ring,rd --counts " COUNTS, 280); }
+/* The staged path, which cross-memory attach replaces from 256 KiB to 32 MiB where permitted (and which every
+ * rank falls back to where it is not). */
+TEST_T(shm_world_2_staged, 300) { run_matrix(2, "BATON_CMA=0", "--algos auto --counts " COUNTS " --shmbuf", 280); }
+TEST_T(shm_world_3_staged, 300) { run_matrix(3, "BATON_CMA=0", "--algos auto --counts " COUNTS, 280); }
 TEST_T(shm_world_4, 300) { run_matrix(4, "", "--algos auto,ring --counts " COUNTS " --shmbuf", 280); }
 TEST_T(shm_world_8, 300) { run_matrix(8, "", "--algos auto,rd --counts 0,1,13,37W+1,70001", 280); }
 TEST_T(tcp_world_2, 300) { run_matrix(2, "BATON_TRANSPORT=tcp", "--algos auto,ring,rd --counts " COUNTS, 280); }
