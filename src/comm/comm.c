@@ -351,43 +351,18 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     else if ((rc = baton_options_from_env(&c->opt)) < 0)
         goto fail;
     c->algo = c->opt.algo;
-    uint64_t v;
-    const char *e = getenv("BATON_SHM_CHUNK");
-    c->shm_chunk_bytes = (size_t)1 << 20;
-    if (e && *e) {
-        if (baton__parse_size(e, BATON_SHM_STAGE_BYTES, &v) < 0 || v < 4096) {
-            rc = baton__fail(BATON_EINVAL, "BATON_SHM_CHUNK='%s' must be a size from 4K to %dK", e, BATON_SHM_STAGE_BYTES >> 10);
-            goto fail;
-        }
-        c->shm_chunk_bytes = (size_t)v;
-    }
-    e = getenv("BATON_CMA_MIN");
-    c->cma_min_bytes = (size_t)256 << 10;
-    if (e && *e) {
-        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
-            rc = baton__fail(BATON_EINVAL, "BATON_CMA_MIN='%s' must be a size (e.g. 256K)", e);
-            goto fail;
-        }
-        c->cma_min_bytes = (size_t)v;
-    }
-    e = getenv("BATON_CMA_MAX");
-    c->cma_max_bytes = (size_t)32 << 20;
-    if (e && *e) {
-        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
-            rc = baton__fail(BATON_EINVAL, "BATON_CMA_MAX='%s' must be a size (e.g. 32M)", e);
-            goto fail;
-        }
-        c->cma_max_bytes = (size_t)v;
-    }
-    e = getenv("BATON_SHM_STREAM");
-    c->shm_stream_bytes = (size_t)16 << 20;
-    if (e && *e) {
-        if (baton__parse_size(e, (uint64_t)1 << 50, &v) < 0) {
-            rc = baton__fail(BATON_EINVAL, "BATON_SHM_STREAM='%s' must be a size (e.g. 16M; 0 streams always)", e);
-            goto fail;
-        }
-        c->shm_stream_bytes = (size_t)v;
-    }
+    /* tuning knobs (docs/algorithms.md): direct all-reduce chunk, cross-memory attach range, streaming */
+    uint64_t chunk, cma_min, cma_max, stream;
+    if (((rc = baton__env_size("BATON_SHM_CHUNK", 1 << 20, 4096, BATON_SHM_STAGE_BYTES, &chunk)) < 0 &&
+         rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_CMA_MAX", 32 << 20, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND))
+        goto fail;
+    c->shm_chunk_bytes = (size_t)chunk;
+    c->cma_min_bytes = (size_t)cma_min;
+    c->cma_max_bytes = (size_t)cma_max;
+    c->shm_stream_bytes = (size_t)stream;
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
     const char *bind;

@@ -86,6 +86,19 @@ int baton__env_double(const char *name, double dflt, double min, double max, dou
     return BATON_OK;
 }
 
+int baton__env_size(const char *name, uint64_t dflt, uint64_t min, uint64_t max, uint64_t *out) {
+    const char *s;
+    *out = dflt;
+    if (env_get(name, &s) != BATON_OK) return BATON_ENOTFOUND;
+    uint64_t v;
+    if (baton__parse_size(s, max, &v) < 0 || v < min)
+        return baton__fail(BATON_EINVAL, "environment variable %s='%s' is invalid: expected a size (e.g. 256K, 32M) "
+                                         "from %llu to %llu bytes",
+                           name, s, (unsigned long long)min, (unsigned long long)max);
+    *out = v;
+    return BATON_OK;
+}
+
 int baton__read_full(int fd, void *buf, size_t n) {
     char *p = buf;
     while (n > 0) {

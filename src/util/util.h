@@ -47,6 +47,8 @@ void baton__sleep_ns(uint64_t ns);
  * and the accepted range when it is malformed or out of range. */
 int baton__env_long(const char *name, long dflt, long min, long max, long *out);
 int baton__env_double(const char *name, double dflt, double min, double max, double *out);
+/* A size such as 256K or 32M (baton__parse_size) within [min, max]. */
+int baton__env_size(const char *name, uint64_t dflt, uint64_t min, uint64_t max, uint64_t *out);
 /* Strict integer / double parsing of a whole string (no trailing junk); used for flags too. */
 int baton__parse_long(const char *s, long min, long max, long *out);
 int baton__parse_double(const char *s, double min, double max, double *out);
