@@ -104,9 +104,9 @@ static void ss_pure(const uint8_t *data, size_t size) {
     int want = ss_le(m, 4) == 0x31415442u && ss_le(m + 4, 2) == 1 && ss_le(m + 6, 2) == 0 && !memcmp(mac, m + 40, 32);
     FUZZ_CHECK(baton__store_auth_verify(ss_secret, sizeof ss_secret, ss_snonce, m) == want,
                "auth_verify disagrees with the HMAC (expected %d)", want);
-    store_put32(m, 0x31415442u);
-    store_put16(m + 4, 1);
-    store_put16(m + 6, 0);
+    baton__put_le32(m, 0x31415442u);
+    baton__put_le16(m + 4, 1);
+    baton__put_le16(m + 6, 0);
     memcpy(m + 40, mac, 32);
     FUZZ_CHECK(baton__store_auth_verify(ss_secret, sizeof ss_secret, ss_snonce, m) == 1,
                "a correct AUTH for this nonce is refused");
@@ -317,14 +317,14 @@ static void ss_send(int fd, const void *buf, size_t n) {
 static void ss_hello(int fd, int authed) {
     uint8_t hello[STORE_HELLO_BYTES];
     FUZZ_CHECK(ss_read(fd, hello, sizeof hello) == 0, "no HELLO from the server");
-    FUZZ_CHECK(store_get32(hello) == STORE_HELLO_MAGIC && store_get16(hello + 4) == STORE_VERSION &&
-                   store_get16(hello + 6) == 0,
+    FUZZ_CHECK(baton__get_le32(hello) == STORE_HELLO_MAGIC && baton__get_le16(hello + 4) == STORE_VERSION &&
+                   baton__get_le16(hello + 6) == 0,
                "malformed HELLO");
     if (!authed) return;
     uint8_t auth[STORE_AUTH_BYTES], welcome[STORE_WELCOME_BYTES], want[STORE_MAC_BYTES];
-    store_put32(auth, STORE_AUTH_MAGIC);
-    store_put16(auth + 4, STORE_VERSION);
-    store_put16(auth + 6, 0);
+    baton__put_le32(auth, STORE_AUTH_MAGIC);
+    baton__put_le16(auth + 4, STORE_VERSION);
+    baton__put_le16(auth + 6, 0);
     randombytes_buf(auth + 8, STORE_NONCE_BYTES);
     baton__store_mac(ss_secret, sizeof ss_secret, 'c', hello + 8, auth + 8, auth + 8 + STORE_NONCE_BYTES);
     ss_send(fd, auth, sizeof auth);

@@ -653,18 +653,18 @@ static uint32_t stranger(int port, uint32_t from, uint32_t to, uint32_t world) {
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    uint8_t hello[40] = {'B', 'T', 'N', '1', 0, 0, 0, 1};
-    uint32_t f[3] = {htonl(from), htonl(to), htonl(world)};
-    memcpy(hello + 8, f, 12);
+    uint8_t hello[40] = {'B', 'T', 'N', '1'};   /* the handshake is little-endian, like every baton message */
+    baton__put_le32(hello + 4, 1);
+    baton__put_le32(hello + 8, from);
+    baton__put_le32(hello + 12, to);
+    baton__put_le32(hello + 16, world);
     ASSERT_OK(baton__write_full(fd, hello, sizeof hello));
     uint8_t ch[56];
     ASSERT_OK(baton__read_full(fd, ch, sizeof ch));
     uint8_t extra;
     ASSERT_EQ_INT(baton__read_full(fd, &extra, 1), BATON_EPEERDEAD);   /* refused, then closed */
     close(fd);
-    uint32_t st;
-    memcpy(&st, ch + 4, 4);
-    return ntohl(st);
+    return baton__get_le32(ch + 4);
 }
 
 TEST(impossible_rank_claims_are_refused) {
@@ -715,9 +715,11 @@ static int impostor(int port, uint32_t from, uint32_t world, const uint8_t *secr
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    uint8_t hello[40] = {'B', 'T', 'N', '1', 0, 0, 0, 1};
-    uint32_t f[3] = {htonl(from), htonl(0), htonl(world)};
-    memcpy(hello + 8, f, 12);
+    uint8_t hello[40] = {'B', 'T', 'N', '1'};
+    baton__put_le32(hello + 4, 1);
+    baton__put_le32(hello + 8, from);
+    baton__put_le32(hello + 12, 0);
+    baton__put_le32(hello + 16, world);
     randombytes_buf(hello + 24, 16);
     uint8_t ch[56], resp[32], verdict[4];
     ASSERT_OK(baton__write_full(fd, hello, sizeof hello));

@@ -64,9 +64,9 @@ static int raw_auth(int port) {
     int fd = raw_connect(port);
     unsigned char hello[STORE_HELLO_BYTES], auth[STORE_AUTH_BYTES], welcome[STORE_WELCOME_BYTES];
     ASSERT_OK(baton__read_full(fd, hello, sizeof hello));
-    store_put32(auth, STORE_AUTH_MAGIC);
-    store_put16(auth + 4, STORE_VERSION);
-    store_put16(auth + 6, 0);
+    baton__put_le32(auth, STORE_AUTH_MAGIC);
+    baton__put_le16(auth + 4, STORE_VERSION);
+    baton__put_le16(auth + 6, 0);
     randombytes_buf(auth + 8, STORE_NONCE_BYTES);
     ASSERT_OK(baton__store_mac(secret, sizeof secret, 'c', hello + 8, auth + 8, auth + 40));
     ASSERT_OK(baton__write_full(fd, auth, sizeof auth));
@@ -373,9 +373,9 @@ TEST_T(wrong_or_missing_secret_is_rejected_without_changing_state, 30) {
     fd = raw_connect(port);
     ASSERT_OK(baton__read_full(fd, hello, sizeof hello));
     uint8_t other[STORE_NONCE_BYTES] = {0};
-    store_put32(auth, STORE_AUTH_MAGIC);
-    store_put16(auth + 4, STORE_VERSION);
-    store_put16(auth + 6, 0);
+    baton__put_le32(auth, STORE_AUTH_MAGIC);
+    baton__put_le16(auth + 4, STORE_VERSION);
+    baton__put_le16(auth + 6, 0);
     randombytes_buf(auth + 8, STORE_NONCE_BYTES);
     ASSERT_OK(baton__store_mac(secret, sizeof secret, 'c', other, auth + 8, auth + 40));
     ASSERT_OK(baton__write_full(fd, auth, sizeof auth));
@@ -399,9 +399,9 @@ static void *fake_server(void *arg) {
     if (fd < 0) return NULL;
     unsigned char hello[STORE_HELLO_BYTES], auth[STORE_AUTH_BYTES];
     if (f->greet) {
-        store_put32(hello, STORE_HELLO_MAGIC);
-        store_put16(hello + 4, STORE_VERSION);
-        store_put16(hello + 6, 0);
+        baton__put_le32(hello, STORE_HELLO_MAGIC);
+        baton__put_le16(hello + 4, STORE_VERSION);
+        baton__put_le16(hello + 6, 0);
         randombytes_buf(hello + 8, STORE_NONCE_BYTES);
         baton__write_full(fd, hello, sizeof hello);
         baton__read_full(fd, auth, sizeof auth);

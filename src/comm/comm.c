@@ -230,9 +230,10 @@ static int build_topology(baton_comm *c, char **hosts) {
     }
     c->nnodes = nnodes;
     c->node = c->node_of[c->rank];
-    int counts[W];
-    memset(counts, 0, sizeof counts);
+    int *counts = calloc((size_t)W, sizeof(int)); /* ranks seen so far on each node */
+    if (!counts) return baton__fail(BATON_ENOMEM, "topology: out of memory");
     for (int r = 0; r < W; r++) c->local_of[r] = counts[c->node_of[r]]++;
+    free(counts);
     c->local_size = 0;
     for (int r = 0; r < W; r++) {
         c->g2l[r] = c->node_of[r] == c->node ? c->local_of[r] : -1;

@@ -131,16 +131,16 @@ static int handshake(baton_store *st, const uint8_t *secret, size_t secret_len, 
     uint8_t want[STORE_MAC_BYTES];
     int rc = recv_all(st, hello, sizeof hello, deadline);
     if (rc < 0) return baton__fail_ctx(rc, "during the handshake: ");
-    if (store_get32(hello) != STORE_HELLO_MAGIC)
+    if (baton__get_le32(hello) != STORE_HELLO_MAGIC)
         return baton__fail(BATON_EPROTO, "store %s: the peer is not a baton store (bad greeting); check the address",
                            st->peer);
-    if (store_get16(hello + 4) != STORE_VERSION)
+    if (baton__get_le16(hello + 4) != STORE_VERSION)
         return baton__fail(BATON_EPROTO, "store %s: protocol version %u, this client speaks %u (mixed baton versions?)",
-                           st->peer, store_get16(hello + 4), STORE_VERSION);
+                           st->peer, baton__get_le16(hello + 4), STORE_VERSION);
     const uint8_t *snonce = hello + 8;
-    store_put32(auth, STORE_AUTH_MAGIC);
-    store_put16(auth + 4, STORE_VERSION);
-    store_put16(auth + 6, 0);
+    baton__put_le32(auth, STORE_AUTH_MAGIC);
+    baton__put_le16(auth + 4, STORE_VERSION);
+    baton__put_le16(auth + 6, 0);
     randombytes_buf(auth + 8, STORE_NONCE_BYTES);
     rc = baton__store_mac(secret, secret_len, 'c', snonce, auth + 8, auth + 8 + STORE_NONCE_BYTES);
     if (rc < 0) return rc;

@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "rendezvous/store.h"
+#include "util/util.h"
 
 enum {
     STORE_VERSION = 1,
@@ -95,64 +96,46 @@ typedef struct {
     int64_t arg;         /* CHECK: exists; ADD: new value; DELETE: existed */
 } store_resp;
 
-static inline void store_put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static inline void store_put32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void store_put64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint16_t store_get16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t store_get32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t store_get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
 static inline void store_req_encode(const store_req *r, unsigned char b[STORE_REQ_BYTES]) {
-    store_put32(b, r->magic);
+    baton__put_le32(b, r->magic);
     b[4] = r->version;
     b[5] = r->op;
-    store_put16(b + 6, r->reserved);
-    store_put32(b + 8, r->id);
-    store_put32(b + 12, r->key_len);
-    store_put32(b + 16, r->val_len);
-    store_put32(b + 20, r->timeout_ms);
-    store_put64(b + 24, (uint64_t)r->arg);
+    baton__put_le16(b + 6, r->reserved);
+    baton__put_le32(b + 8, r->id);
+    baton__put_le32(b + 12, r->key_len);
+    baton__put_le32(b + 16, r->val_len);
+    baton__put_le32(b + 20, r->timeout_ms);
+    baton__put_le64(b + 24, (uint64_t)r->arg);
 }
 static inline void store_req_decode(const unsigned char b[STORE_REQ_BYTES], store_req *r) {
-    r->magic = store_get32(b);
+    r->magic = baton__get_le32(b);
     r->version = b[4];
     r->op = b[5];
-    r->reserved = store_get16(b + 6);
-    r->id = store_get32(b + 8);
-    r->key_len = store_get32(b + 12);
-    r->val_len = store_get32(b + 16);
-    r->timeout_ms = store_get32(b + 20);
-    r->arg = (int64_t)store_get64(b + 24);
+    r->reserved = baton__get_le16(b + 6);
+    r->id = baton__get_le32(b + 8);
+    r->key_len = baton__get_le32(b + 12);
+    r->val_len = baton__get_le32(b + 16);
+    r->timeout_ms = baton__get_le32(b + 20);
+    r->arg = (int64_t)baton__get_le64(b + 24);
 }
 static inline void store_resp_encode(const store_resp *r, unsigned char b[STORE_RESP_BYTES]) {
-    store_put32(b, r->magic);
+    baton__put_le32(b, r->magic);
     b[4] = r->version;
     b[5] = r->op;
-    store_put16(b + 6, (uint16_t)r->status);
-    store_put32(b + 8, r->id);
-    store_put32(b + 12, r->val_len);
-    store_put64(b + 16, (uint64_t)r->arg);
+    baton__put_le16(b + 6, (uint16_t)r->status);
+    baton__put_le32(b + 8, r->id);
+    baton__put_le32(b + 12, r->val_len);
+    baton__put_le64(b + 16, (uint64_t)r->arg);
 }
 static inline void store_resp_decode(const unsigned char b[STORE_RESP_BYTES], store_resp *r) {
-    r->magic = store_get32(b);
+    r->magic = baton__get_le32(b);
     r->version = b[4];
     r->op = b[5];
-    r->status = (int16_t)store_get16(b + 6);
-    r->id = store_get32(b + 8);
-    r->val_len = store_get32(b + 12);
-    r->arg = (int64_t)store_get64(b + 16);
+    r->status = (int16_t)baton__get_le16(b + 6);
+    r->id = baton__get_le32(b + 8);
+    r->val_len = baton__get_le32(b + 12);
+    r->arg = (int64_t)baton__get_le64(b + 16);
 }
 
 /* HMAC-SHA256(secret, context | snonce | cnonce) with libsodium; who is 'c' (client) or 's' (server). */

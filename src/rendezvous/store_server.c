@@ -117,7 +117,7 @@ static void stat_gauges(baton_store_server *s) {
 static uint64_t key_hash(const baton_store_server *s, const unsigned char *k, size_t n) {
     unsigned char h[crypto_shorthash_BYTES];
     crypto_shorthash(h, k, n, s->hash_key);
-    return store_get64(h);
+    return baton__get_le64(h);
 }
 
 static entry **find_slot(baton_store_server *s, const unsigned char *k, size_t n, uint64_t h) {
@@ -475,7 +475,7 @@ int baton__store_req_parse(const unsigned char b[STORE_REQ_BYTES], store_req *r)
 
 int baton__store_auth_verify(const uint8_t *secret, size_t secret_len, const uint8_t snonce[STORE_NONCE_BYTES],
                              const unsigned char m[STORE_AUTH_BYTES]) {
-    if (store_get32(m) != STORE_AUTH_MAGIC || store_get16(m + 4) != STORE_VERSION || store_get16(m + 6) != 0) return 0;
+    if (baton__get_le32(m) != STORE_AUTH_MAGIC || baton__get_le16(m + 4) != STORE_VERSION || baton__get_le16(m + 6) != 0) return 0;
     uint8_t want[STORE_MAC_BYTES];
     if (baton__store_mac(secret, secret_len, 'c', snonce, m + 8, want) < 0) return 0;
     int ok = sodium_memcmp(want, m + 8 + STORE_NONCE_BYTES, STORE_MAC_BYTES) == 0;
@@ -590,9 +590,9 @@ static void on_accept(baton_store_server *s) {
         c->state = C_AUTH;
         c->auth_deadline = baton__now_ns() + (uint64_t)s->lim.auth_timeout_ms * 1000000ull;
         randombytes_buf(c->snonce, sizeof c->snonce);
-        store_put32(c->small, STORE_HELLO_MAGIC);
-        store_put16(c->small + 4, STORE_VERSION);
-        store_put16(c->small + 6, 0);
+        baton__put_le32(c->small, STORE_HELLO_MAGIC);
+        baton__put_le16(c->small + 4, STORE_VERSION);
+        baton__put_le16(c->small + 6, 0);
         memcpy(c->small + 8, c->snonce, STORE_NONCE_BYTES);
         c->out = c->small;
         c->out_len = STORE_HELLO_BYTES;

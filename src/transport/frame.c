@@ -11,51 +11,34 @@ static const char *const kind_names[BATON_COLL_KINDS] = {"allreduce", "reduce_sc
                                                           "barrier"};
 #define FRAME_MAGIC 0x31465442u /* "BTF1" little-endian */
 
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 void baton__frame_encode(uint8_t out[BATON_FRAME_BYTES], const baton_coll_desc *d, uint64_t payload) {
-    put32(out, FRAME_MAGIC);
+    baton__put_le32(out, FRAME_MAGIC);
     out[4] = d->kind;
     out[5] = d->dtype;
     out[6] = d->op;
     out[7] = 0;
-    put32(out + 8, (uint32_t)d->root);
-    put32(out + 12, 0);
-    put64(out + 16, d->seq);
-    put64(out + 24, d->count);
-    put64(out + 32, payload);
+    baton__put_le32(out + 8, (uint32_t)d->root);
+    baton__put_le32(out + 12, 0);
+    baton__put_le64(out + 16, d->seq);
+    baton__put_le64(out + 24, d->count);
+    baton__put_le64(out + 32, payload);
 }
 
 int baton__frame_decode(const uint8_t in[BATON_FRAME_BYTES], baton_coll_desc *d, uint64_t *payload) {
-    if (get32(in) != FRAME_MAGIC)
+    if (baton__get_le32(in) != FRAME_MAGIC)
         return baton__fail(BATON_EPROTO, "not a baton frame (magic %08x): a stray connection or a corrupt stream",
-                           get32(in));
+                           baton__get_le32(in));
     if (in[4] >= BATON_COLL_KINDS || in[5] >= BATON_DTYPE_COUNT || in[6] >= BATON_OP_COUNT || in[7] != 0 ||
-        get32(in + 12) != 0)
+        baton__get_le32(in + 12) != 0)
         return baton__fail(BATON_EPROTO, "malformed frame header (kind %u, dtype %u, op %u, flags %u)", in[4], in[5],
                            in[6], in[7]);
     d->kind = in[4];
     d->dtype = in[5];
     d->op = in[6];
-    d->root = (int32_t)get32(in + 8);
-    d->seq = get64(in + 16);
-    d->count = get64(in + 24);
-    *payload = get64(in + 32);
+    d->root = (int32_t)baton__get_le32(in + 8);
+    d->seq = baton__get_le64(in + 16);
+    d->count = baton__get_le64(in + 24);
+    *payload = baton__get_le64(in + 32);
     return BATON_OK;
 }
 

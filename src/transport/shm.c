@@ -192,8 +192,6 @@ void baton__shm_close(baton_shm *s) {
     free(s);
 }
 
-int baton__shm_local_rank(const baton_shm *s) { return s->local_rank; }
-int baton__shm_local_size(const baton_shm *s) { return s->local_size; }
 
 void *baton__shm_small(baton_shm *s, int r, int parity) {
     return s->small + ((size_t)r * 2 + (size_t)parity) * BATON_SHM_SMALL_BYTES;
@@ -207,10 +205,6 @@ baton_shm_rank *baton__shm_rank_block(baton_shm *s, int r) { return &s->ranks[r]
 
 void baton__shm_post(baton_shm *s, baton_shm_ctr c, uint64_t v) {
     atomic_store_explicit(&s->ranks[s->local_rank].ctr[c].v, v, memory_order_release);
-}
-
-uint64_t baton__shm_get(baton_shm *s, baton_shm_ctr c) {
-    return atomic_load_explicit(&s->ranks[s->local_rank].ctr[c].v, memory_order_relaxed);
 }
 
 /* ---- announcements and descriptor checks --------------------------------------------------------- */

@@ -87,22 +87,15 @@ int baton__shm_open(const char *name, int local_rank, int local_size, const int 
                     uint64_t deadline_ns, baton_shm **out);
 void baton__shm_close(baton_shm *shm);   /* NULL is a no-op */
 
-int baton__shm_local_rank(const baton_shm *shm);
-int baton__shm_local_size(const baton_shm *shm);
-
 /* Region pointers. A small slot starts with a baton_shm_small_hdr (flag and descriptor); the data
  * follows at BATON_SHM_SMALL_DATA, so a message of up to 40 bytes travels in the cache line of its flag. */
 enum { BATON_SHM_SMALL_DATA = 32 };
 void *baton__shm_small(baton_shm *shm, int local_rank, int parity);
 void *baton__shm_stage(baton_shm *shm, int local_rank, int buf);
 
-/* Counters. post stores v (release); read loads (acquire). */
-static inline void baton__shm_post_raw(baton_shm_rank *r, baton_shm_ctr c, uint64_t v) {
-    atomic_store_explicit(&r->ctr[c].v, v, memory_order_release);
-}
+/* Counters: post stores v (release), waits load with acquire. */
 baton_shm_rank *baton__shm_rank_block(baton_shm *shm, int local_rank);
 void baton__shm_post(baton_shm *shm, baton_shm_ctr c, uint64_t v);
-uint64_t baton__shm_get(baton_shm *shm, baton_shm_ctr c);   /* this rank's own value */
 
 /* Waits until every local rank's counter c is >= v (own included). Returns BATON_OK, BATON_ETIMEDOUT
  * (naming the ranks behind), BATON_EPEERDEAD (naming the dead rank) or BATON_ECANCELED (another rank

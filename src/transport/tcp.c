@@ -53,12 +53,6 @@ typedef struct {
 
 /* ---- small helpers ------------------------------------------------------------------------------- */
 
-static void put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
-}
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 static int set_nonblock(int fd) {
     int fl = fcntl(fd, F_GETFL);
@@ -215,17 +209,17 @@ static int dial(const char *addr, int peer, uint64_t deadline, int bufsz, int *f
 static int handshake_connect(int fd, int rank, int world, int peer, const uint8_t *secret, uint64_t deadline) {
     uint8_t hello[HELLO_BYTES] = {0}, ch[CHALLENGE_BYTES], resp[MAC_BYTES], want[MAC_BYTES], verdict[VERDICT_BYTES];
     memcpy(hello, MAGIC, 4);
-    put32(hello + 4, PROTO_VERSION);
-    put32(hello + 8, (uint32_t)rank);
-    put32(hello + 12, (uint32_t)peer);
-    put32(hello + 16, (uint32_t)world);
+    baton__put_le32(hello + 4, PROTO_VERSION);
+    baton__put_le32(hello + 8, (uint32_t)rank);
+    baton__put_le32(hello + 12, (uint32_t)peer);
+    baton__put_le32(hello + 16, (uint32_t)world);
     randombytes_buf(hello + 24, NONCE_BYTES);
     int rc = xfer_full(fd, hello, sizeof hello, 1, deadline);
     if (rc == BATON_OK) rc = xfer_full(fd, ch, sizeof ch, 0, deadline);
     if (rc < 0) goto io_fail;
     if (memcmp(ch, MAGIC, 4) != 0)
         return baton__fail(BATON_EPROTO, "tcp: rank %d answered the handshake with a bad magic (not baton?)", peer);
-    uint32_t st = get32(ch + 4);
+    uint32_t st = baton__get_le32(ch + 4);
     if (st != REFUSE_OK)
         return baton__fail(st == REFUSE_AUTH ? BATON_EAUTH : BATON_EPROTO, "tcp: rank %d refused our connection: %s",
                            peer, refuse_name(st));
@@ -238,7 +232,7 @@ static int handshake_connect(int fd, int rank, int world, int peer, const uint8_
     if (!acc_ok)
         return baton__fail(BATON_EAUTH, "tcp: rank %d failed authentication (its job secret differs from ours)", peer);
     if (rc < 0) goto io_fail;
-    st = get32(verdict);
+    st = baton__get_le32(verdict);
     if (st != REFUSE_OK)
         return baton__fail(st == REFUSE_AUTH ? BATON_EAUTH : BATON_EPROTO, "tcp: rank %d refused our connection: %s",
                            peer, refuse_name(st));
@@ -261,17 +255,17 @@ static int handshake_accept(int fd, int rank, int world, const int *fds, const u
         snprintf(why, whycap, "%s before its hello", rc == BATON_ETIMEDOUT ? "sent nothing" : "closed");
         return rc == BATON_ETIMEDOUT ? BATON_ETIMEDOUT : BATON_EPROTO;
     }
-    if (memcmp(hello, MAGIC, 4) != 0 || get32(hello + 4) != PROTO_VERSION) {
+    if (memcmp(hello, MAGIC, 4) != 0 || baton__get_le32(hello + 4) != PROTO_VERSION) {
         snprintf(why, whycap, "sent a bad magic or version (not a baton rank of this version)");
         return BATON_EPROTO;
     }
-    uint32_t from = get32(hello + 8), to = get32(hello + 12), w = get32(hello + 16);
+    uint32_t from = baton__get_le32(hello + 8), to = baton__get_le32(hello + 12), w = baton__get_le32(hello + 16);
     uint32_t st = REFUSE_OK;
     if (to != (uint32_t)rank || w != (uint32_t)world) st = REFUSE_DEST;
     else if (from >= (uint32_t)world || from <= (uint32_t)rank) st = REFUSE_SRC;
     else if (fds[from] >= 0) st = REFUSE_DUP;
     memcpy(ch, MAGIC, 4);
-    put32(ch + 4, st);
+    baton__put_le32(ch + 4, st);
     randombytes_buf(ch + 8, NONCE_BYTES);
     mac(ch + 8 + NONCE_BYTES, secret, "acc", hello, ch + 8);
     if (st != REFUSE_OK) {
@@ -289,7 +283,7 @@ static int handshake_accept(int fd, int rank, int world, const int *fds, const u
     }
     mac(want, secret, "con", hello, ch + 8);
     int ok = sodium_memcmp(want, resp, MAC_BYTES) == 0;
-    put32(verdict, ok ? REFUSE_OK : REFUSE_AUTH);
+    baton__put_le32(verdict, ok ? REFUSE_OK : REFUSE_AUTH);
     rc = xfer_full(fd, verdict, sizeof verdict, 1, deadline);
     if (!ok) {
         snprintf(why, whycap, "claiming rank %u failed authentication (wrong job secret?)", from);

@@ -15,6 +15,7 @@
  * Connection scheme: rank i connects to every rank j < i (in increasing j) and then accepts one connection
  * from every rank j > i. Each connection starts with a handshake in which both sides prove that they know
  * the 32-byte job secret (HMAC-SHA256 over the connector's hello and fresh random nonces from both sides):
+ * (all fields little-endian)
  *   connector -> acceptor  hello     40 B: "BTN1", version, from rank, to rank, world, 0, nonce_c[16]
  *   acceptor  -> connector challenge 56 B: "BTN1", status, nonce_a[16], HMAC(secret, "acc" hello nonce_a)
  *   connector -> acceptor  response  32 B: HMAC(secret, "con" hello nonce_a)

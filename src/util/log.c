@@ -29,7 +29,6 @@ int baton__log_enabled(int level) {
 }
 
 void baton__log_set_rank(int rank) { log_rank = rank; }
-int baton__log_rank(void) { return log_rank; }
 
 void baton__log(int level, const char *fmt, ...) {
     static const char *names[] = {"error", "warn", "info", "debug"};

@@ -24,7 +24,6 @@ enum { BATON_LOG_ERROR = 0, BATON_LOG_WARN = 1, BATON_LOG_INFO = 2, BATON_LOG_DE
 void baton__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int baton__log_enabled(int level);
 void baton__log_set_rank(int rank);
-int baton__log_rank(void);
 #define BATON_ERROR(...) baton__log(BATON_LOG_ERROR, __VA_ARGS__)
 #define BATON_WARN(...) baton__log(BATON_LOG_WARN, __VA_ARGS__)
 #define BATON_INFO(...) baton__log(BATON_LOG_INFO, __VA_ARGS__)
@@ -82,6 +81,26 @@ static inline int baton__mul_ok(size_t a, size_t b, size_t *out) {
 }
 static inline int baton__add_ok(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out) ? 0 : 1;
+}
+
+/* Little-endian fixed-width fields of wire formats (store protocol, TCP handshake, frame headers). */
+static inline void baton__put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void baton__put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void baton__put_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t baton__get_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t baton__get_le32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t baton__get_le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
 }
 
 /* Reads / writes exactly n bytes on a blocking fd, retrying EINTR and short transfers. Return BATON_OK,
