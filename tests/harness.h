@@ -72,6 +72,10 @@ const char *th_baton(void);
  * *elapsed_s (may be NULL) receives the wall time. */
 int th_run(const char *cmd, double timeout_s, char **out, double *elapsed_s);
 
+/* A TCP port on 127.0.0.1 that nobody listens on right now (for a store a test starts a moment later);
+ * 0 if none could be found. */
+int th_free_port(void);
+
 /* A fresh private directory under /tmp, removed by the harness after the test. */
 const char *th_tmpdir(void);
 

@@ -3,11 +3,8 @@
  * Sweeps world sizes 1, 2, 3, 4, 8 (8 ranks oversubscribe the 2 cores) x counts 0, 1, odd, not divisible
  * by the world size, larger than a staging chunk / pipeline segment x all dtypes x all ops x in place and
  * out of place x algorithms x shm and tcp; plus 64 MiB on 2 ranks. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -48,21 +45,10 @@ TEST_T(big_64mib_2_ranks_tcp, 300) {
     run_matrix(2, "BATON_TRANSPORT=tcp", "--colls allreduce --counts 1 --dtypes f32 --ops sum --big", 280);
 }
 
-/* A port nobody listens on right now (the store of node 0 binds it a moment later). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
-
 /* Two launchers on this machine are two nodes: shared memory inside each, TCP between them, and the
  * hierarchical all-reduce. */
 static void two_nodes(int per_node, const char *args) {
-    int port = free_port();
+    int port = th_free_port();
     ASSERT_TRUE(port > 0);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,

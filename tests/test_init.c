@@ -50,7 +50,8 @@ TEST(slurm_variables) {
 
 TEST(torchrun_with_master_addr_and_secret) {
     char vars[512], *out = NULL;
-    int port = 20000 + (int)(getpid() % 20000);
+    int port = th_free_port();
+    ASSERT_TRUE(port > 0);
     snprintf(vars, sizeof vars,
              "RANK=%%d WORLD_SIZE=%%d MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
              "BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",

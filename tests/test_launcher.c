@@ -30,16 +30,6 @@ static int count_of(const char *hay, const char *needle) {
     return n;
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t sl = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &sl);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static const char *new_secret(void) {
     static char hex[2 * BATON_STORE_SECRET_BYTES + 1];
     uint8_t s[BATON_STORE_SECRET_BYTES];
@@ -310,7 +300,8 @@ TEST(shared_memory_leftovers_are_removed) {
 
 /* Runs node 1 in the background and node 0 in the foreground, prints both exit codes. */
 static int two_nodes(char **out, double *dt, const char *n0, const char *n1, const char *prog0, const char *prog1) {
-    int port = free_port();
+    int port = th_free_port();
+    ASSERT_TRUE(port > 0);
     return run(60, out, dt,
                "export BATON_SECRET=%s; export BATON_RDZV_TIMEOUT=20; "
                "%s run %s --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s & P=$!; "

@@ -45,9 +45,9 @@ static int failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status
 
 /* ---- spawning -------------------------------------------------------------------------------------- */
 
-static void child_write(const char *s) {
-    ssize_t r = write(2, s, strlen(s));
-    (void)r;
+/* Appends s to buf (of cap bytes, *len used), truncating; only copies: safe between fork and exec. */
+static void child_append(char *buf, size_t cap, size_t *len, const char *s) {
+    while (*s && *len + 1 < cap) buf[(*len)++] = *s++;
 }
 
 static _Noreturn void child_exec(pid_t launcher, pid_t pgid, int devnull, const int out[2], char *const argv[],
@@ -67,11 +67,16 @@ static _Noreturn void child_exec(pid_t launcher, pid_t pgid, int devnull, const 
     if (out[1] >= 0) dup2(out[1], 2);
     execvpe(argv[0], argv, env);
     int e = errno;
-    child_write("baton run: cannot execute '");
-    child_write(argv[0]);
-    child_write("': ");
-    child_write(strerror(e));
-    child_write(e == ENOENT ? " (check the program path or PATH)\n" : "\n");
+    /* one write, so that the lines of several failing workers do not interleave */
+    char msg[1024];
+    size_t n = 0;
+    child_append(msg, sizeof msg, &n, "baton run: cannot execute '");
+    child_append(msg, sizeof msg, &n, argv[0]);
+    child_append(msg, sizeof msg, &n, "': ");
+    child_append(msg, sizeof msg, &n, strerror(e));
+    child_append(msg, sizeof msg, &n, e == ENOENT ? " (check the program path or PATH)\n" : "\n");
+    ssize_t r = write(2, msg, n);
+    (void)r;
     _exit(e == ENOENT ? 127 : 126);
 }
 
