@@ -26,7 +26,7 @@ PROG_SRC  := $(wildcard tests/prog_*.c)
 PROG_BIN  := $(PROG_SRC:tests/%.c=$(BUILD)/tests/%)
 HARNESS   := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all deps run test asan tsan clean install
+.PHONY: all deps run test test-cluster asan tsan clean install
 .SECONDARY:
 all: $(BUILD)/baton $(TEST_BIN) $(PROG_BIN)
 
@@ -66,6 +66,11 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory all
 	BUILD=$(BUILD) sh tests/run.sh
+
+# The heavy fixtures (simulated nodes in network namespaces, a real Slurm): tests/cluster/test_*.sh.
+test-cluster: deps
+	@$(MAKE) --no-print-directory all
+	BUILD=$(BUILD) SUITE=cluster sh tests/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all

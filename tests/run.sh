@@ -3,20 +3,31 @@
 # binary also gets an outer one) and prints the totals as the last line: "N passed, N failed".
 #
 # RUN_ONLY="test_store test_coll:async" runs only those binaries, each with an optional test-name filter.
+# Besides the C binaries, every executable script tests/sh/test_*.sh is run the same way (it must print its
+# own "N passed, N failed" line). SUITE=cluster runs tests/cluster/test_*.sh instead (`make test-cluster`:
+# the heavy fixtures, such as simulated nodes in network namespaces and a real Slurm).
 BUILD=${BUILD:-build}
+SUITE=${SUITE:-unit}
 export BUILD
 passed=0
 failed=0
 if [ -n "${RUN_ONLY:-}" ]; then
     list=$RUN_ONLY
 else
-    list=$(for t in "$BUILD"/tests/test_*; do basename "$t"; done)
+    if [ "$SUITE" = cluster ]; then
+        list=$(for t in tests/cluster/test_*.sh; do [ -f "$t" ] && basename "$t"; done)
+    else
+        list=$(for t in "$BUILD"/tests/test_* tests/sh/test_*.sh; do [ -f "$t" ] && basename "$t"; done)
+    fi
 fi
 for entry in $list; do
     name=${entry%%:*}
     filter=
     case "$entry" in *:*) filter=${entry#*:} ;; esac
-    t="$BUILD/tests/$name"
+    case "$name" in
+        *.sh) if [ -f "tests/sh/$name" ] && [ "$SUITE" != cluster ]; then t="tests/sh/$name"; else t="tests/cluster/$name"; fi ;;
+        *) t="$BUILD/tests/$name" ;;
+    esac
     [ -x "$t" ] || { echo "FAIL $name: no such test binary"; failed=$((failed + 1)); continue; }
     echo "== $name${filter:+ ($filter)}"
     out=$(timeout -k 5 3000 "$t" $filter 2>&1)
