@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "baton/comm.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
@@ -20,6 +21,17 @@ static uint64_t wall_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void baton__flight_job_name(const char *job, char *out, size_t n) {
+    if (!job || !*job) job = "nojob";
+    size_t i = 0;
+    for (; job[i] && i + 1 < n; i++) {
+        char ch = job[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.';
+        out[i] = ok && !(i == 0 && ch == '.') ? ch : '_';
+    }
+    out[i] = '\0';
 }
 
 void baton__flight_start(baton_flight *f, const baton_coll_desc *d, uint64_t now_ns) {
@@ -42,9 +54,17 @@ void baton__flight_end(baton_flight *f, uint64_t seq, int algo, int failed, uint
 
 int baton__flight_dump(const baton_flight *f, int rank, int world, const char *job, const char *error, char *path,
                        size_t pathsz) {
-    const char *dir = getenv("BATON_FLIGHT_DIR");
-    if (!dir || !*dir) dir = "/tmp";
-    snprintf(path, pathsz, "%s/baton-flight-%s-rank%d.json", dir, job && *job ? job : "nojob", rank);
+    /* BATON_FLIGHT_DIR, else baton's private per-user directory (0700; never a shared one such as /tmp). */
+    char dir[512];
+    const char *env = getenv("BATON_FLIGHT_DIR");
+    int rc;
+    if (env && *env)
+        snprintf(dir, sizeof dir, "%s", env);
+    else if ((rc = baton__private_dir(dir, sizeof dir)) < 0)
+        return baton__fail_ctx(rc, "flight recorder: ");
+    char jobname[80];
+    baton__flight_job_name(job, jobname, sizeof jobname);
+    snprintf(path, pathsz, "%s/baton-flight-%s-rank%d.json", dir, jobname, rank);
     cJSON *root = cJSON_CreateObject(), *entries = cJSON_CreateArray();
     if (!root || !entries) {
         cJSON_Delete(root);
@@ -83,17 +103,9 @@ int baton__flight_dump(const baton_flight *f, int rank, int world, const char *j
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return baton__fail(BATON_ENOMEM, "flight recorder: out of memory");
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = BATON_OK;
-    if (fd < 0) {
-        rc = baton__fail(BATON_ESYS, "flight recorder: cannot write %s: %s (set BATON_FLIGHT_DIR)", tmp, strerror(errno));
-    } else {
-        rc = baton__write_full(fd, text, strlen(text));
-        close(fd);
-        if (rc == BATON_OK && rename(tmp, path) != 0) rc = baton__fail(BATON_ESYS, "flight recorder: rename: %s", strerror(errno));
-        if (rc < 0) unlink(tmp);
-    }
+    /* 0600: a dump names hosts, pids' collectives and error text; created O_EXCL|O_NOFOLLOW, renamed in. */
+    rc = baton__write_atomic(path, text, strlen(text), BATON_FILE_PRIVATE);
     free(text);
+    if (rc < 0) return baton__fail_ctx(rc, "flight recorder (set BATON_FLIGHT_DIR to a directory of your own): ");
     return rc;
 }
