@@ -88,7 +88,7 @@ TEST_T(doctor_finds_the_divergence, 60) {
     int rc = th_run(cmd, 50, &out, NULL);
     if (rc != 0 || !strstr(out, "DIVERGED at collective #3")) fprintf(stderr, "%s\n%s\n", cmd, out);
     ASSERT_EQ_INT(rc, 0);
-    ASSERT_CONTAINS(out, "baton doctor: 3 dump(s), world size 3");
+    ASSERT_CONTAINS(out, ": 3 dump(s), world size 3");
     ASSERT_CONTAINS(out, "DIVERGED at collective #3");
     ASSERT_CONTAINS(out, "(20 x f32, sum, root 0)");
     free(out);

@@ -349,6 +349,10 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
+    /* The model's input is the data's image shape (Fashion-MNIST's 28x28, or whatever IDX files were given). */
+    o.mc.in_c = train.c;
+    o.mc.in_h = train.h;
+    o.mc.in_w = train.w;
     if ((rc = baton_model_new(&model, &o.mc, o.seed)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         exit_code = 2;

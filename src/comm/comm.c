@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include <sodium.h>
 #include <sys/random.h>
+#include "util/files.h"
 #include "util/util.h"
 
 /* ---- names ----------------------------------------------------------------------------------------- */
@@ -101,20 +103,16 @@ baton_transport_kind baton_comm_transport(const baton_comm *c) { return c->trans
 
 /* ---- store bootstrap ------------------------------------------------------------------------------- */
 
-/* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a private file (atomically). */
+/* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a file in baton's private
+ * per-user directory (0700, owner checked; the file 0600, created O_EXCL|O_NOFOLLOW and renamed in). */
 static int write_handoff(const char *path, int port, const uint8_t *secret) {
-    char tmp[600], hex[2 * BATON_STORE_SECRET_BYTES + 1], line[128];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    char hex[2 * BATON_STORE_SECRET_BYTES + 1], line[128];
     baton_secret_format(secret, hex);
     int n = snprintf(line, sizeof line, "%d %s\n", port, hex);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s: %s", tmp, strerror(errno));
-    int rc = baton__write_full(fd, line, (size_t)n);
-    close(fd);
-    if (rc < 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s", path);
-    }
+    int rc = baton__write_atomic(path, line, (size_t)n, BATON_FILE_PRIVATE);
+    sodium_memzero(line, sizeof line);
+    sodium_memzero(hex, sizeof hex);
+    if (rc < 0) return baton__fail_ctx(rc, "cannot write the store hand-off file: ");
     return BATON_OK;
 }
 
@@ -122,7 +120,9 @@ static int read_handoff(const char *path, uint64_t deadline, int *port, uint8_t 
     baton_backoff b;
     baton__backoff_init(&b);
     for (;;) {
-        int fd = open(path, O_RDONLY);
+        int fd = baton__open_regular(path);
+        if (fd == BATON_ENOTFOUND) baton__clear_error();
+        if (fd < 0 && fd != BATON_ENOTFOUND) return fd;
         if (fd >= 0) {
             struct stat st;
             char buf[160];

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "util/files.h"
 #include "util/util.h"
 
 typedef struct {
@@ -123,6 +124,17 @@ static void local_job_key(char *out, size_t n) {
     snprintf(out, n, "h%lx", h);
 }
 
+/* The store hand-off file of a launcher-less single-node job: in baton's private per-user directory, named
+ * by a key every rank of the job computes alike. */
+static int handoff_path(baton_store_plan *plan) {
+    char key[96], dir[sizeof plan->file - 120];
+    local_job_key(key, sizeof key);
+    int rc = baton__private_dir(dir, sizeof dir);
+    if (rc < 0) return rc;
+    snprintf(plan->file, sizeof plan->file, "%s/store-%s", dir, key);
+    return BATON_OK;
+}
+
 int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan) {
     memset(plan, 0, sizeof *plan);
     const char *s;
@@ -171,9 +183,8 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
                 return baton__fail(BATON_EINVAL, "a multi-node job started by %s needs BATON_SECRET (64 hex "
                                                  "characters, the same on every node) to authenticate its store",
                                    id->source);
-            char key[96];
-            local_job_key(key, sizeof key);
-            snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
+            int rc2 = handoff_path(plan);
+            if (rc2 < 0) return rc2;
         }
         return BATON_OK;
     }
@@ -185,8 +196,5 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
     snprintf(plan->host, sizeof plan->host, "127.0.0.1");
     plan->port = 0;
     plan->host_it = id->rank == 0;
-    char key[96];
-    local_job_key(key, sizeof key);
-    snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
-    return BATON_OK;
+    return handoff_path(plan);
 }
