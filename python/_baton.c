@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton/comm.h"
 
@@ -462,6 +463,7 @@ typedef struct {
     int same;         /* in place: r shares s's view */
     PyObject *result; /* what wait() returns */
     int status;       /* the finished work's status once waited */
+    int waiting;      /* a thread is inside baton_wait for this handle */
 } HandleObject;
 
 static void handle_release(HandleObject *h) {
@@ -473,15 +475,26 @@ static void handle_release(HandleObject *h) {
 static PyObject *handle_wait(HandleObject *h, PyObject *args) {
     (void)args;
     if (h->work) {
+        /* baton_wait frees the work: only one thread may call it; it is taken under the GIL */
         baton_work *w = h->work;
+        h->work = NULL;
+        h->waiting = 1;
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = baton_wait(w);
         Py_END_ALLOW_THREADS
-        h->work = NULL;
+        h->waiting = 0;
         h->status = rc;
         handle_release(h);
         if (rc < 0) return raise_status(rc, "baton: asynchronous collective");
+    } else if (h->waiting) { /* another thread waits: wait for it to finish */
+        while (h->waiting) {
+            Py_BEGIN_ALLOW_THREADS
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+            Py_END_ALLOW_THREADS
+        }
+        if (h->status < 0) return raise_status(h->status, "baton: asynchronous collective");
     } else if (h->status < 0) {
         return raise_status(h->status, "baton: asynchronous collective");
     }
@@ -491,6 +504,7 @@ static PyObject *handle_wait(HandleObject *h, PyObject *args) {
 
 static PyObject *handle_done(HandleObject *h, PyObject *args) {
     (void)args;
+    if (h->waiting) Py_RETURN_FALSE;
     if (!h->work) Py_RETURN_TRUE;
     int done = 0, rc = baton_test(h->work, &done);
     if (rc < 0 || done) { /* finished (or failed): wait() returns at once and reports it */
@@ -543,6 +557,7 @@ static PyObject *new_handle(baton_work *w, arg_t *s, arg_t *r, int same, PyObjec
     h->r = *r;
     h->same = same;
     h->status = 0;
+    h->waiting = 0;
     Py_INCREF(result);
     h->result = result;
     return (PyObject *)h;
