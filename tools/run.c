@@ -204,7 +204,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 
 static const char *const overridden[] = {
     "BATON_RANK", "BATON_WORLD_SIZE", "BATON_LOCAL_RANK", "BATON_LOCAL_WORLD_SIZE", "BATON_NODE_RANK",
-    "BATON_NNODES", "BATON_RESTART_COUNT", "BATON_STORE_ADDR", "BATON_SECRET", "BATON_JOB_ID", "RANK",
+    "BATON_NNODES", "BATON_RESTART_COUNT", "BATON_STORE_ADDR", "BATON_SECRET", "BATON_JOB_ID", "BATON_LAUNCHER_PID", "RANK",
     "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR",
     "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
 };
@@ -262,6 +262,7 @@ static char **build_env(const job *j, int local_rank) {
     PUT("BATON_STORE_ADDR=%s", addr);
     PUT("BATON_SECRET=%s", j->secret_hex);
     PUT("BATON_JOB_ID=%s", j->job_id);
+    PUT("BATON_LAUNCHER_PID=%d", (int)getpid());
     if (o->timeout) PUT("BATON_TIMEOUT=%s", o->timeout);
     PUT("RANK=%ld", rank);
     PUT("WORLD_SIZE=%ld", world);
@@ -366,6 +367,12 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
         run_group g;
         run_outcome oc;
         int rc = run_attempt(j, sigfd, NULL, NULL, &g, &oc);
+        if (rc == 0 && oc.result != RUN_OK) { /* what the failing workers said, for the blame */
+            baton_store *st = NULL;
+            if (baton_store_connect(host, j->store_port, secret, BATON_STORE_SECRET_BYTES, 2.0, &st) == BATON_OK)
+                run_group_read_failures(&g, st);
+            baton_store_close(st);
+        }
         baton_store_server_stop(srv);
         remove_shm_leftovers(j->job_id);
         if (rc < 0) {
@@ -583,7 +590,10 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
         if (baton_store_set(st, "job/abort", why, strlen(why)) < 0)
             BATON_WARN("baton run: could not tell the other nodes to stop: %s", baton_last_error());
     }
-    if (started) run_group_report(&g, "");
+    if (started) {
+        run_group_read_failures(&g, st);
+        run_group_report(&g, "");
+    }
     if (oc.result == RUN_REMOTE) fprintf(stderr, "baton run: stopped because of another node: %s\n", oc.why);
     run_group_free(&g);
     code = exit_code_for(&oc);
