@@ -16,6 +16,8 @@ LDLIBS  += -lopenblas -lsodium -lcjson -lz -lm -lrt
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
 DEB_PKGS := gcc make pkg-config libopenblas-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
 DEB_PKGS += python3-dev python3-numpy python3-torch g++
+DEB_PKGS += openmpi-bin mpich
+DEB_PKGS += slurmctld slurmd slurm-client munge
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

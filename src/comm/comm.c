@@ -103,6 +103,19 @@ void baton_comm_set_algo(baton_comm *c, baton_algo a) { c->algo = a; }
 baton_algo baton_comm_last_algo(const baton_comm *c) { return c->last_algo; }
 baton_transport_kind baton_comm_transport(const baton_comm *c) { return c->transport; }
 
+int baton_launch_env_read(baton_launch_env *out) {
+    baton_identity id;
+    memset(out, 0, sizeof *out);
+    int rc = baton__identity_from_env(&id);
+    if (rc < 0) return rc;
+    out->rank = id.rank;
+    out->world = id.world;
+    out->local_rank = id.local_rank;
+    out->local_size = id.local_world;
+    out->launcher = id.source;
+    return BATON_OK;
+}
+
 /* ---- store bootstrap ------------------------------------------------------------------------------- */
 
 /* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a file in baton's private
