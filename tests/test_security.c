@@ -286,3 +286,35 @@ TEST_T(store_handoff_refuses_a_planted_private_directory, 60) {
     ASSERT_EQ_INT(atoi(out), 0);
     free(out);
 }
+
+/* ---- outputs the user names, in a shared directory --------------------------------------------------- */
+
+static int plant_link(const void *p) {
+    const plant_args *a = p;
+    char name[1024];
+    snprintf(name, sizeof name, "%s/trace.json", a->dir);
+    if (symlink(a->victim, name) != 0) return 1;
+    snprintf(name, sizeof name, "%s/trace.json.tmp", a->dir);
+    return symlink(a->victim, name) != 0;
+}
+
+TEST_T(trace_output_does_not_write_through_a_planted_symlink, 60) {
+    const char *shared = shared_tmp();
+    char victim[600], cmd[2048], *out = NULL, trace[700];
+    snprintf(victim, sizeof victim, "%s/victim", th_tmpdir());
+    write_text(victim, "precious", 0600);
+    plant_args a = {shared, victim, 0};
+    ASSERT_EQ_INT(as_nobody(plant_link, &a), 0);
+    snprintf(trace, sizeof trace, "%s/trace.json", shared);
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_NUM_THREADS=1 %s run -n 2 -- %s train --data synthetic --train-samples 256 --hidden 16 "
+             "--batch 32 --threads 1 --steps 2 --trace %s 2>&1",
+             th_baton(), th_baton(), trace);
+    int rc = th_run(cmd, 50, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_STR_EQ(read_text(victim), "precious");
+    struct stat st;
+    ASSERT_TRUE(lstat(trace, &st) == 0 && S_ISREG(st.st_mode));
+    free(out);
+}

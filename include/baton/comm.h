@@ -23,6 +23,10 @@
 
 #include "baton/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     BATON_F32 = 0,
     BATON_F64 = 1,
@@ -126,5 +130,9 @@ int baton_dtype_parse(const char *s, baton_dtype *out);
 int baton_op_parse(const char *s, baton_op *out);
 int baton_algo_parse(const char *s, baton_algo *out);
 int baton_transport_parse(const char *s, baton_transport_kind *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

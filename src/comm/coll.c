@@ -166,14 +166,38 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
     return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
 }
 
+/* What a failing rank tells the launcher, at baton/fail/<rank>: "<kind> <peer>", kind one of timeout (it waited
+ * for a rank that did not answer), peer (a peer died or closed, or another rank aborted), mismatch, error;
+ * peer the rank it named as the one it waited for, else -1. The launcher blames from these (tools/run_group.c):
+ * a rank that stays silent while the others time out waiting for it is the one that stopped responding. */
+void baton__post_failure(baton_comm *c, int rc, const char *detail) {
+    if (!c->store) return;
+    const char *kind = rc == BATON_ETIMEDOUT ? "timeout"
+                       : rc == BATON_EPEERDEAD || rc == BATON_ECANCELED ? "peer"
+                       : rc == BATON_EMISMATCH ? "mismatch"
+                                               : "error";
+    int peer = -1;
+    const char *w = strstr(detail, "waiting for rank ");
+    if (w) peer = atoi(w + 17);
+    char key[64], val[64];
+    snprintf(key, sizeof key, "baton/fail/%d", c->rank);
+    int n = snprintf(val, sizeof val, "%s %d", kind, peer);
+    baton_store_set(c->store, key, val, (size_t)n);
+}
+
 /* After a failure: the first rank to fail posts its detail to the store, so that ranks which only saw a
  * consequence (a neighbour closing its connection, an abort) can report the first failure too; then every
- * failing rank writes its flight recorder. The detail of the current error is kept. */
+ * failing rank writes its flight recorder. The detail of the current error is kept. Store calls here are
+ * bounded by the collective timeout: a frozen store (a stopped launcher) delays the report by that much at
+ * most, and the rank fails with its own reason. */
 static void report_failure(baton_comm *c, int rc) {
     char mine[512], first[512] = "";
     snprintf(mine, sizeof mine, "%s", baton_last_error());
     if (c->store) {
         pthread_mutex_lock(&c->store_mu);
+        double bound = c->opt.timeout_s > 0.5 ? c->opt.timeout_s : 0.5;
+        if (bound < c->opt.join_timeout_s) baton_store_set_io_timeout(c->store, bound);
+        baton__post_failure(c, rc, mine);
         int64_t n = 0;
         char line[600];
         snprintf(line, sizeof line, "rank %d: %s", c->rank, mine);

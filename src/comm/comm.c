@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -147,8 +149,16 @@ static int read_handoff(const char *path, uint64_t deadline, int *port, uint8_t 
     }
 }
 
+/* How long joining may take: the join timeout, or the collective timeout when that is shorter (a rank that
+ * is stopped before it joins is then named within --timeout, like one that stops later). */
+static double join_wait_s(const baton_comm *c) {
+    double t = c->opt.join_timeout_s;
+    if (c->opt.timeout_s > 0 && c->opt.timeout_s < t) t = c->opt.timeout_s;
+    return t;
+}
+
 static int connect_store(baton_comm *c, baton_store_plan *plan) {
-    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    uint64_t deadline = baton__deadline_after(join_wait_s(c));
     int rc;
     if (plan->host_it) {
         if (!plan->have_secret && (rc = baton_secret_generate(plan->secret)) < 0) return rc;
@@ -272,6 +282,13 @@ static int exchange(baton_comm *c, uint64_t deadline) {
         if (!hosts[r]) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
         snprintf(key, sizeof key, "baton/host/%d", r);
         if (rc >= 0) rc = store_get_str(c, key, hosts[r], 300, deadline);
+        if (rc == BATON_ETIMEDOUT) { /* name the rank, and tell the launcher whom this rank waited for */
+            rc = baton__fail(BATON_ETIMEDOUT, "rendezvous: timed out waiting for rank %d to join (%.3g s: the "
+                                              "smaller of BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout); it may "
+                                              "be stopped, hung or still starting",
+                             r, join_wait_s(c));
+            baton__post_failure(c, rc, baton_last_error());
+        }
     }
     if (rc >= 0) rc = build_topology(c, hosts);
     for (int r = 0; r < c->world; r++) free(hosts[r]);
@@ -335,6 +352,21 @@ static int bind_cpus(baton_comm *c) {
     return BATON_OK;
 }
 
+/* Under `baton run` (BATON_LAUNCHER_PID): this process dies with its parent (PR_SET_PDEATHSIG). The launcher
+ * gives its direct children the same, so a worker wrapped in a shell (`sh -c 'baton bench ...; echo done'`)
+ * dies with the shell, which dies with the launcher, even when the launcher is SIGKILLed. A launcher that is
+ * already gone makes init fail instead. */
+static int tie_to_launcher(void) {
+    long lp = 0;
+    int rc = baton__env_long("BATON_LAUNCHER_PID", 0, 1, 1L << 30, &lp);
+    if (rc == BATON_ENOTFOUND) return BATON_OK;
+    if (rc < 0) return rc;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (kill((pid_t)lp, 0) != 0 && errno == ESRCH)
+        return baton__fail(BATON_EPEERDEAD, "the launcher (BATON_LAUNCHER_PID=%ld) is gone", lp);
+    return BATON_OK;
+}
+
 static int init_async(baton_comm *c) {
     if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) || pthread_mutex_init(&c->store_mu, NULL))
         return baton__fail(BATON_ESYS, "cannot initialize the communicator's locks");
@@ -367,6 +399,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     c->shm_stream_bytes = (size_t)stream;
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
+    if ((rc = tie_to_launcher()) < 0) goto fail;
     const char *bind;
     if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
@@ -381,7 +414,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         *out = c;
         return BATON_OK;
     }
-    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    uint64_t deadline = baton__deadline_after(join_wait_s(c));
     if ((rc = connect_store(c, &plan)) < 0) goto fail;
     if ((rc = exchange(c, deadline)) < 0) goto fail;
     if ((rc = bind_cpus(c)) < 0) goto fail;

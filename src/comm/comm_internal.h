@@ -35,6 +35,9 @@ typedef struct {
 
 int baton__identity_from_env(baton_identity *id);
 int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan);
+struct baton_comm;
+/* Posts baton/fail/<rank> = "<kind> <peer>" for the launcher's blame (see coll.c). */
+void baton__post_failure(struct baton_comm *c, int rc, const char *detail);
 
 /* A shared-memory buffer from baton_buffer_alloc, mapped by every local rank. */
 typedef struct baton_shm_buffer {
