@@ -168,7 +168,7 @@ FUZZ_TARGETS  := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_ONLY     ?= $(FUZZ_TARGETS)
 # The code the targets reach, compiled with clang + sanitizers + coverage; the rest of the library (SIMD
 # kernels clang 14 does not build as written) is linked uninstrumented from the ordinary $(BUILD)/libbaton.a.
-FUZZ_LIB_SRC  := $(filter src/util/% src/rendezvous/% src/transport/frame.c src/ckpt/%,$(LIB_SRC))
+FUZZ_LIB_SRC  := $(filter src/util/% src/rendezvous/% src/comm/desc.c src/ckpt/%,$(LIB_SRC))
 FUZZ_LIB_OBJ  := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_ENV      := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 

@@ -263,6 +263,16 @@ static int get_pair(PyObject *send, PyObject *recv, int dt_override, arg_t *s, a
         arg_release(r);
         return -1;
     }
+    /* Two objects over the same memory: the very same range is in place; any other overlap is refused. */
+    size_t es = baton_dtype_size(s->dt);
+    const char *sp = s->ptr, *rp = r->ptr;
+    if (s->count && r->count && sp != rp && sp < rp + r->count * es && rp < sp + s->count * es) {
+        PyErr_SetString(PyExc_ValueError, "baton: the input and the output overlap in memory without being the same "
+                        "range; pass separate arrays, or the same one for in place");
+        arg_release(s);
+        arg_release(r);
+        return -1;
+    }
     return 0;
 }
 static void release_pair(PyObject *send, PyObject *recv, arg_t *s, arg_t *r) {

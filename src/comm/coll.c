@@ -125,6 +125,12 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
             memcpy(a->recv, a->send, a->count * esz);
         return BATON_OK;
     }
+    /* A collective that moves nothing still shows that every rank runs it: in shared memory through the
+     * announced descriptors (a barrier compares them), else through one framed message per neighbour. */
+    if (a->count == 0 && a->kind != COLL_BARRIER) {
+        c->last_algo = c->tcp ? BATON_ALGO_RING : BATON_ALGO_DIRECT;
+        return c->tcp ? baton__agree_p2p(&g, "agreement on a collective of 0 elements") : baton__shm_barrier(c, deadline);
+    }
     switch (a->kind) {
     case COLL_ALLREDUCE:
         return exec_allreduce(c, a, deadline);
@@ -229,26 +235,28 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     uint64_t now = baton__now_ns();
     uint64_t deadline = c->opt.timeout_s > 0 && c->opt.timeout_s < 1e9 ? now + (uint64_t)(c->opt.timeout_s * 1e9)
                                                                       : UINT64_MAX;
-    /* Every collective says what it is before it touches anything shared (see transport/frame.h). */
+    /* Every collective says what it is before it touches anything shared (see comm/desc.h). */
     baton_coll_desc desc = {.seq = ++c->seq, .count = a->count, .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dt,
                             .op = (uint8_t)a->op, .root = a->root};
     if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
     if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
     c->desc = &desc;
+    baton__desc_pack(c->desc_packed, &desc);
+    baton__desc_msg_hdr(&c->msg_hdr, &desc);
     baton__flight_start(&c->flight, &desc, now);
-    atomic_store_explicit(&c->running_count, desc.count, memory_order_relaxed);
-    atomic_store_explicit(&c->running_meta,
-                          (uint64_t)desc.kind | (uint64_t)desc.dtype << 8 | (uint64_t)desc.op << 16 |
-                              (uint64_t)(uint32_t)desc.root << 32,
-                          memory_order_relaxed);
+    for (int i = 0; i < BATON_DESC_BYTES / 8; i++) {
+        uint64_t w;
+        memcpy(&w, c->desc_packed + 8 * i, 8);
+        atomic_store_explicit(&c->running_desc[i], w, memory_order_relaxed);
+    }
     atomic_store_explicit(&c->running_since, now, memory_order_relaxed);
     atomic_store_explicit(&c->running_seq, desc.seq, memory_order_release);
-    if (c->shm) baton__shm_announce(c->shm, &desc);
-    if (c->tcp) c->tcp->desc = &desc;
-    if (c->shm_tp) c->shm_tp->desc = &desc;
+    if (c->shm) baton__shm_announce(c->shm, desc.seq, c->desc_packed);
+    if (c->tcp) c->tcp->hdr = &c->msg_hdr;
+    if (c->shm_tp) c->shm_tp->hdr = &c->msg_hdr;
     int rc = exec_one(c, a, deadline);
-    if (c->tcp) c->tcp->desc = NULL;
-    if (c->shm_tp) c->shm_tp->desc = NULL;
+    if (c->tcp) c->tcp->hdr = NULL;
+    if (c->shm_tp) c->shm_tp->hdr = NULL;
     c->desc = NULL;
     atomic_store_explicit(&c->running_seq, 0, memory_order_release);
     baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0, baton__now_ns());

@@ -314,6 +314,7 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
     snprintf(name, sizeof name, "/baton-%s-%d-n%d", c->job_id, c->id.restart, c->node);
     int rc = baton__shm_open(name, c->local_rank, c->local_size, c->local_ranks, deadline, &c->shm);
     if (rc < 0) return rc;
+    baton__shm_set_peer_check(c->shm, baton__shm_peer_check, c);
     return baton__shm_transport_create(c->shm, c->rank, c->world, c->g2l, &c->shm_tp);
 }
 

@@ -159,7 +159,7 @@ int baton__flight_dump(const baton_flight *f, int rank, int world, const char *j
         cJSON *j = cJSON_CreateObject();
         if (!j) break;
         cJSON_AddNumberToObject(j, "seq", (double)s);
-        cJSON_AddStringToObject(j, "coll", e->desc.kind < 5 ? coll_names[e->desc.kind] : "?");
+        cJSON_AddStringToObject(j, "coll", e->desc.kind < BATON_COLL_KINDS ? coll_names[e->desc.kind] : "?");
         cJSON_AddNumberToObject(j, "count", (double)e->desc.count);
         cJSON_AddStringToObject(j, "dtype", baton_dtype_name((baton_dtype)e->desc.dtype));
         cJSON_AddStringToObject(j, "op", baton_op_name((baton_op)e->desc.op));

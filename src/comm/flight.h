@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/frame.h"
+#include "comm/desc.h"
 
 enum {
     BATON_FLIGHT_ENTRIES = 256,

@@ -163,6 +163,11 @@ def run_numpy():
     if W > 1:
         expect_raises(ValueError, lambda: baton.reduce_scatter(np.zeros(W * 2 + 1, np.float32)), ["equal slices"],
                       "reduce_scatter of an uneven input")
+    buf = np.zeros(8, np.float32)
+    expect_raises(ValueError, lambda: baton.allreduce(buf[0:4], out=buf[2:6]), ["overlap"], "overlapping input and output")
+    same = np.ones(4, np.float32)
+    check(np.array_equal(baton.allreduce(same, out=same[:]), np.full(4, float(W), np.float32)),
+          "two views of the same range reduce in place")
     x = np.full(3, 2.0, np.float32)
     check(np.array_equal(baton.allreduce_(x), np.full(3, 2.0 * W, np.float32)), "usable after refusals")
 

@@ -67,5 +67,24 @@ fault async "" "BATON_EPEERDEAD: baton: asynchronous collective: .*rank 1 .*died
 fault mismatch "" "BATON_E(MISMATCH|CANCELED): .*collective mismatch: rank [01] runs allreduce #1 \\([45] x f32" 5
 fault timeout "BATON_TIMEOUT=1" "BATON_ETIMEDOUT: .*waiting for rank 1" 5
 
+# the examples, as a user runs them
+out=$(timeout -k 5 60 "$BATON" run -n 2 -- $PY examples/numpy_allreduce.py 2>&1)
+if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c ': ok$')" -eq 2 ]; then ok "examples/numpy_allreduce.py on 2 ranks"
+else bad "examples/numpy_allreduce.py on 2 ranks"; printf '%s\n' "$out" | tail -n 8 | sed 's/^/    /'; fi
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    h=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json 2>&1)
+    d=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    hl=$(printf '%s\n' "$h" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
+    dl=$(printf '%s\n' "$d" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
+    if [ -n "$hl" ] && [ -n "$dl" ] && awk -v a="$hl" -v b="$dl" 'BEGIN { d = a - b; exit !(a < 2.0 && d * d < 1e-8) }'; then
+        ok "examples/torch_mnist.py, 20 steps on 2 ranks: hvd loss $hl = DDP-over-baton loss $dl"
+    else
+        bad "examples/torch_mnist.py: hvd loss '$hl', DDP-over-baton loss '$dl'"
+        printf '%s\n%s\n' "$h" "$d" | tail -n 10 | sed 's/^/    /'
+    fi
+else
+    bad "examples/torch_mnist.py: Fashion-MNIST missing (the Makefile's DEB_PKGS installs dataset-fashion-mnist)"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
