@@ -15,6 +15,10 @@ LDLIBS  += -lopenblas -lsodium -lcjson -lz -lm -lrt
 
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
 DEB_PKGS := gcc make pkg-config libopenblas-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
+DEB_PKGS += python3-dev python3-numpy python3-torch g++
+DEB_PKGS += openmpi-bin mpich
+DEB_PKGS += slurmctld slurmd slurm-client munge
+DEB_PKGS += iproute2
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -85,13 +89,67 @@ tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" all
 	BUILD=build-tsan TH_TIMEOUT_SCALE=4 TSAN_OPTIONS=halt_on_error=1 RUN_ONLY="$(TSAN_TESTS)" sh tests/run.sh
 
+# Installs the command, the libraries, the headers, baton.pc and the Python package under $(DESTDIR)$(PREFIX).
 install: all
-	install -m 755 $(BUILD)/baton /usr/local/bin/baton
+	@$(MAKE) --no-print-directory install-files
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- the installable library and the Python package (issue 10; docs/python.md) -------------------------
+# One set of objects serves both libraries: -fPIC, and -fno-semantic-interposition so calls inside the
+# library stay direct. libbaton.so exports only the public baton_* names (src/libbaton.map).
+BATON_VERSION := 0.1.0
+BATON_SOMAJOR := 0
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CFLAGS  += -fPIC -fno-semantic-interposition
+SO_REAL := $(BUILD)/libbaton.so.$(BATON_VERSION)
+# The Python package is built for Debian's interpreter (the one python3-numpy and python3-torch belong to).
+PY       := /usr/bin/python3
+PY_INC   := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT   := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_VER   := $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PY_SRC   := $(shell find python/baton -name '*.py' | sort)
+PY_OUT   := $(PY_SRC:python/%=$(BUILD)/python/%) $(BUILD)/python/baton/_baton$(PY_EXT)
+PY_DEST  := $(PREFIX)/lib/python$(PY_VER)/dist-packages
+
+all: $(BUILD)/libbaton.so $(PY_OUT)
+
+$(SO_REAL): $(LIB_OBJ) src/libbaton.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libbaton.so.$(BATON_SOMAJOR) -Wl,--version-script=src/libbaton.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(BUILD)/libbaton.so: $(SO_REAL)
+	ln -sf libbaton.so.$(BATON_VERSION) $(BUILD)/libbaton.so.$(BATON_SOMAJOR)
+	ln -sf libbaton.so.$(BATON_VERSION) $@
+
+# The extension module links the library statically (PIC objects), so the package needs no libbaton.so
+# at run time; it exports only PyInit__baton.
+$(BUILD)/obj/python/%.o: CFLAGS += -I$(PY_INC) -fvisibility=hidden
+$(BUILD)/python/baton/_baton$(PY_EXT): $(BUILD)/obj/python/_baton.o $(BUILD)/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $< $(BUILD)/libbaton.a $(LDLIBS)
+
+$(BUILD)/python/%.py: python/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+.PHONY: install-files
+install-files:
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/baton
+	install -m 755 $(BUILD)/baton $(DESTDIR)$(PREFIX)/bin/baton
+	install -m 644 $(BUILD)/libbaton.a $(DESTDIR)$(PREFIX)/lib/libbaton.a
+	install -m 755 $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libbaton.so.$(BATON_VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(BATON_SOMAJOR)
+	ln -sf libbaton.so.$(BATON_VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so
+	install -m 644 include/baton/*.h $(DESTDIR)$(PREFIX)/include/baton/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(BATON_VERSION)|g' src/baton.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+	cd $(BUILD)/python && find baton -type d -exec install -d '$(DESTDIR)$(PY_DEST)/{}' \; \
+	  && find baton -type f \( -name '*.py' -o -name '*.so' \) -exec install -m 644 '{}' '$(DESTDIR)$(PY_DEST)/{}' \;
 
 # ---- fuzzing: `make fuzz` (not part of `make test`; see docs/fuzzing.md) --------------------------------
 # Builds the libFuzzer targets fuzz/fuzz_*.c with clang under ASan + UBSan, against the library sources
@@ -111,7 +169,7 @@ FUZZ_TARGETS  := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_ONLY     ?= $(FUZZ_TARGETS)
 # The code the targets reach, compiled with clang + sanitizers + coverage; the rest of the library (SIMD
 # kernels clang 14 does not build as written) is linked uninstrumented from the ordinary $(BUILD)/libbaton.a.
-FUZZ_LIB_SRC  := $(filter src/util/% src/rendezvous/% src/transport/frame.c src/ckpt/%,$(LIB_SRC))
+FUZZ_LIB_SRC  := $(filter src/util/% src/rendezvous/% src/comm/desc.c src/ckpt/%,$(LIB_SRC))
 FUZZ_LIB_OBJ  := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_ENV      := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 

@@ -1,4 +1,4 @@
-/* fuzz_frame.c: libFuzzer target for the collective frame header (src/transport/frame.c).
+/* fuzz_frame.c: libFuzzer target for the collective frame header (src/comm/desc.c).
  *
  * Input: the first 40 bytes are a frame header as a peer would send it; the rest (if any) seeds a
  * descriptor for the encode/decode round trip. Properties checked on every input:
@@ -7,6 +7,8 @@
  *    right offsets; re-encoding an accepted header reproduces the 40 input bytes exactly;
  *  - baton__frame_check against a fixed local descriptor returns EPROTO for a bad header, BATON_OK only
  *    when descriptor and payload length both match, else BATON_EMISMATCH with a detail;
+ *  - the packed descriptor (bytes 4..27) unpacks exactly when decode accepts its fields, to the same
+ *    descriptor, and packs back to the same bytes;
  *  - for any valid descriptor and payload length, decode(encode(d)) == d;
  *  - shorter inputs are padded, never read past. */
 #include <string.h>
@@ -14,7 +16,7 @@
 #include "baton/comm.h"
 #include "baton/status.h"
 #include "fuzz.h"
-#include "transport/frame.h"
+#include "comm/desc.h"
 #include "util/util.h"
 
 #ifndef FUZZ_FRAME_ONCE
@@ -25,10 +27,10 @@ static uint64_t fr_le(const uint8_t *p, int n) {
     return v;
 }
 
-/* The reference reading of frame.h's layout, written independently of frame.c. */
+/* The reference reading of desc.h's frame layout, written independently of desc.c. */
 static int fr_valid(const uint8_t h[BATON_FRAME_BYTES]) {
-    return fr_le(h, 4) == 0x31465442u && h[4] < BATON_COLL_KINDS && h[5] < BATON_DTYPE_COUNT &&
-           h[6] < BATON_OP_COUNT && h[7] == 0 && fr_le(h + 12, 4) == 0;
+    return fr_le(h, 4) == 0x32465442u && h[4] < BATON_COLL_KINDS && h[5] < BATON_DTYPE_COUNT &&
+           h[6] < BATON_OP_COUNT && h[7] == 0 && fr_le(h + 28, 4) == 0;
 }
 
 static int fr_same(const baton_coll_desc *a, const baton_coll_desc *b) {
@@ -59,13 +61,24 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
     if (rc == BATON_OK) {
         FUZZ_CHECK(d.kind == h[4] && d.dtype == h[5] && d.op == h[6], "kind/dtype/op read from the wrong bytes");
         FUZZ_CHECK(d.root == (int32_t)(uint32_t)fr_le(h + 8, 4), "root read wrong");
-        FUZZ_CHECK(d.seq == fr_le(h + 16, 8) && d.count == fr_le(h + 24, 8) && payload == fr_le(h + 32, 8),
+        FUZZ_CHECK(d.seq == fr_le(h + 12, 8) && d.count == fr_le(h + 20, 8) && payload == fr_le(h + 32, 8),
                    "seq/count/payload read wrong");
         uint8_t again[BATON_FRAME_BYTES];
         baton__frame_encode(again, &d, payload);
         FUZZ_CHECK(!memcmp(again, h, BATON_FRAME_BYTES), "encode(decode(h)) != h");
     } else {
         FUZZ_CHECK(baton_last_error()[0] != '\0', "EPROTO without a detail");
+    }
+
+    /* the packed descriptor inside the header: unpack agrees with decode on it */
+    baton_coll_desc u;
+    int urc = baton__desc_unpack(h + 4, &u);
+    FUZZ_CHECK(urc == BATON_OK || urc == BATON_EPROTO, "desc_unpack returned %d", urc);
+    if (rc == BATON_OK) FUZZ_CHECK(urc == BATON_OK && fr_same(&u, &d), "desc_unpack disagrees with frame_decode");
+    if (urc == BATON_OK) {
+        uint8_t packed[BATON_DESC_BYTES];
+        baton__desc_pack(packed, &u);
+        FUZZ_CHECK(!memcmp(packed, h + 4, BATON_DESC_BYTES), "pack(unpack(b)) != b");
     }
 
     int crc = baton__frame_check(&mine, mine_payload, h, 3);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make_seeds.py: writes the hand-made seed inputs of the fuzz targets into fuzz/corpus/<target>/.
 
-Valid and near-valid inputs for each target (the layouts are in src/transport/frame.h,
+Valid and near-valid inputs for each target (the layouts are in src/comm/desc.h,
 src/ckpt/safetensors.h and src/rendezvous/store_proto.h). libFuzzer grows the corpus from these; the
 checked-in corpus is these seeds plus what `-merge=1` kept from long runs (docs/fuzzing.md).
 Run from the repo root: python3 fuzz/make_seeds.py"""
@@ -19,9 +19,9 @@ def write(target, name, data):
         f.write(data)
 
 
-# ---- frame header: u32 magic | u8 kind | u8 dtype | u8 op | u8 flags | i32 root | u32 0 | u64 seq | u64 count | u64 payload
-def frame(kind=0, dtype=0, op=0, flags=0, root=0, reserved=0, seq=7, count=1024, payload=4096, magic=0x31465442):
-    return struct.pack("<IBBBBiIQQQ", magic, kind, dtype, op, flags, root, reserved, seq, count, payload)
+# ---- frame header: u32 magic | u8 kind | u8 dtype | u8 op | u8 flags | i32 root | u64 seq | u64 count | u32 0 | u64 payload
+def frame(kind=0, dtype=0, op=0, flags=0, root=0, reserved=0, seq=7, count=1024, payload=4096, magic=0x32465442):
+    return struct.pack("<IBBBBiQQIQ", magic, kind, dtype, op, flags, root, seq, count, reserved, payload)
 
 
 def frame_seeds():
@@ -32,8 +32,9 @@ def frame_seeds():
     for kind in range(5):
         for dtype in (0, 1, 2, 3):
             write("fuzz_frame", "k%d-d%d" % (kind, dtype), frame(kind=kind, dtype=dtype, op=kind % 3, root=kind))
-    write("fuzz_frame", "bad-magic", frame(magic=0x31465443))
+    write("fuzz_frame", "bad-magic", frame(magic=0x32465443))
     write("fuzz_frame", "bad-kind", frame(kind=5))
+    write("fuzz_frame", "old-magic", frame(magic=0x31465442))
     write("fuzz_frame", "bad-dtype", frame(dtype=200))
     write("fuzz_frame", "bad-op", frame(op=99))
     write("fuzz_frame", "flags", frame(flags=1))

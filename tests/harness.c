@@ -174,6 +174,10 @@ int main(int argc, char **argv) {
         if (pid == 0) {
             setpgid(0, 0);
             snprintf(tmpdir, sizeof tmpdir, "%s", dir);
+            /* baton's private per-user directory (store hand-offs, flight-recorder dumps) lands inside the
+             * test's own directory, which is removed after the test: tests leave nothing in /tmp. */
+            setenv("TMPDIR", dir, 1);
+            unsetenv("XDG_RUNTIME_DIR");
             tests[i].fn();
             fflush(stdout);
             fflush(stderr);

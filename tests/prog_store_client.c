@@ -39,9 +39,10 @@ int main(int argc, char **argv) {
     host[colon - addr] = '\0';
     long port;
     if (baton__parse_long(colon + 1, 1, 65535, &port) < 0) return die("BATON_STORE_ADDR port");
-    if (strcmp(host, maddr) || strcmp(colon + 1, mport)) {
-        fprintf(stderr, "prog_store_client: MASTER_ADDR:MASTER_PORT %s:%s differs from BATON_STORE_ADDR %s\n", maddr,
-                mport, addr);
+    /* MASTER_ADDR is the store's host; MASTER_PORT is left free for torch.distributed's own store */
+    if (strcmp(host, maddr) || !strcmp(colon + 1, mport)) {
+        fprintf(stderr, "prog_store_client: MASTER_ADDR:MASTER_PORT %s:%s should be the host of BATON_STORE_ADDR %s "
+                "with another port\n", maddr, mport, addr);
         return 1;
     }
     uint8_t secret[BATON_STORE_SECRET_BYTES];

@@ -17,7 +17,7 @@
 #include "comm/algo.h"
 #include "comm/algo_util.h"
 #include "comm/reduce.h"
-#include "transport/frame.h"
+#include "comm/desc.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -56,7 +56,9 @@ static int rank_main(const opts *o, int rank, int lfd, const char *const *addrs,
     }
     close(lfd);
     static baton_coll_desc desc;   /* the same on every rank: only the header cost is measured */
-    if (o->framed) t->desc = &desc;
+    static baton_msg_hdr hdr;
+    baton__desc_msg_hdr(&hdr, &desc);
+    if (o->framed) t->hdr = &hdr;
     void *buf = malloc(o->maxb + 64), *buf2 = malloc(o->maxb + 64);
     if (!buf || !buf2) return 1;
     memset(buf, 0, o->maxb + 64);   /* fault the pages in before timing */

@@ -15,7 +15,7 @@
 #include "comm/algo.h"
 #include "comm/algo_util.h"
 #include "harness.h"
-#include "transport/frame.h"
+#include "comm/desc.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -205,7 +205,7 @@ typedef struct {
     int ncounts;
     size_t seg;
     int all_types;   /* 0: only f32 sum and bf16 sum / avg */
-    int framed;      /* set t->desc so that every message carries a checked frame header */
+    int framed;      /* set t->hdr so that every message carries a checked frame header */
 } ar_case;
 
 
@@ -230,6 +230,8 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
     ASSERT_TRUE(in && out);
     baton_group g = group_of(t, n, rank, c->seg);
     baton_coll_desc desc = {0, 0, 0, 0, 0, 0};
+    baton_msg_hdr hdr;
+    baton__desc_msg_hdr(&hdr, &desc);
     for (int k = 0; k < c->ncounts; k++) {
         size_t count = c->counts[k];
         for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++) {
@@ -243,7 +245,7 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
                     void *dst = inplace ? in : out;
                     g.deadline_ns = baton__deadline_after(30);
                     desc = (baton_coll_desc){desc.seq + 1, count, 0, (uint8_t)dt, (uint8_t)op, 0};
-                    t->desc = c->framed ? &desc : NULL;
+                    t->hdr = c->framed ? &hdr : NULL;
                     int rc = c->fn(&g, in, dst, count, dt, op);
                     if (rc < 0)
                         th_fail(__FILE__, __LINE__, "%s n=%d rank %d count %zu %s %s: %s", c->name, n, rank, count,
@@ -257,7 +259,7 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
             }
         }
     }
-    t->desc = NULL;
+    t->hdr = NULL;
     free(in);
     free(out);
 }

@@ -18,7 +18,7 @@
 
 #include "baton/nn.h"
 #include "ckpt/checkpoint.h"
-#include "ckpt/fsio.h"
+#include "util/files.h"
 #include "harness.h"
 
 /* ---- fixtures ------------------------------------------------------------------------------------------ */
@@ -578,8 +578,8 @@ TEST_T(ckpt_writer_sigkilled_at_50_points_always_leaves_a_complete_checkpoint, 2
 TEST(ckpt_atomic_write_replaces_whole_files_only) {
     char path[600];
     snprintf(path, sizeof path, "%s/f", th_tmpdir());
-    ASSERT_OK(baton__write_atomic(path, "old content", 11));
-    ASSERT_OK(baton__write_atomic(path, "new", 3));
+    ASSERT_OK(baton__write_atomic(path, "old content", 11, BATON_FILE_DURABLE));
+    ASSERT_OK(baton__write_atomic(path, "new", 3, BATON_FILE_DURABLE));
     void *buf;
     size_t len;
     ASSERT_OK(baton__read_file(path, 100, &buf, &len));
@@ -590,10 +590,10 @@ TEST(ckpt_atomic_write_replaces_whole_files_only) {
     snprintf(path, sizeof path, "%s/absent", th_tmpdir());
     ASSERT_EQ_INT(baton__read_file(path, 2, &buf, &len), BATON_ENOTFOUND);
     snprintf(path, sizeof path, "%s/no/such/dir/f", th_tmpdir());
-    ASSERT_EQ_INT(baton__write_atomic(path, "x", 1), BATON_EIO);
+    ASSERT_EQ_INT(baton__write_atomic(path, "x", 1, BATON_FILE_DURABLE), BATON_EIO);
     setenv("BATON_TEST_CKPT_SLOW_US", "lots", 1);
     snprintf(path, sizeof path, "%s/g", th_tmpdir());
-    ASSERT_EQ_INT(baton__write_atomic(path, "x", 1), BATON_EINVAL);
+    ASSERT_EQ_INT(baton__write_atomic(path, "x", 1, BATON_FILE_DURABLE), BATON_EINVAL);
     ASSERT_CONTAINS(baton_last_error(), "BATON_TEST_CKPT_SLOW_US");
     unsetenv("BATON_TEST_CKPT_SLOW_US");
 }

@@ -41,6 +41,41 @@ TEST_T(tcp_world_8, 300) { run_matrix(8, "BATON_TRANSPORT=tcp", "--algos ring,rd
 TEST_T(big_64mib_2_ranks_shm, 300) {
     run_matrix(2, "", "--colls allreduce --counts 1 --dtypes f32 --ops sum --big --shmbuf", 280);
 }
+/* No O(n^2) mesh: over TCP a rank connects only to the peers its algorithms use (ring neighbours and the
+ * partners at distance 2^k of recursive doubling, the broadcast tree and the barrier), at most
+ * 2 ceil(log2 n) - 1 of them, where a full mesh needs n - 1. Every collective and algorithm still passes
+ * its matrix. Each rank reports its sockets at BATON_LOG_LEVEL=debug when its communicator closes. */
+static void tcp_sockets(int n, int bound) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "BATON_TRANSPORT=tcp BATON_LOG_LEVEL=debug %s run -n %d -- %s/tests/prog_coll --algos auto,ring,rd "
+             "--counts 0,1,37W+1,70001 --dtypes f32,bf16 --ops sum,max",
+             th_baton(), n, th_build_dir());
+    char *out = NULL;
+    int rc = th_run(cmd, 280, &out, NULL);
+    int passed = 0, reports = 0, worst = -1;
+    for (const char *p = out; (p = strstr(p, "checks passed")); p++) passed++;
+    for (const char *p = out; (p = strstr(p, " used ")); p++) {
+        int k = -1, of = -1;
+        if (sscanf(p, " used %d socket%*[s] of %d peers", &k, &of) < 2 && sscanf(p, " used %d socket of %d peers", &k, &of) < 2)
+            continue;
+        reports++;
+        ASSERT_EQ_INT(of, n - 1);
+        if (k > worst) worst = k;
+    }
+    if (rc != 0 || passed != n || reports != n || worst > bound)
+        fprintf(stderr, "%s\n--- exit %d, %d passed, %d reports, most sockets %d (bound %d), output:\n%s\n", cmd, rc,
+                passed, reports, worst, bound, out ? out : "");
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_EQ_INT(passed, n);
+    ASSERT_EQ_INT(reports, n);
+    ASSERT_TRUE(worst >= 2 && worst <= bound);
+    ASSERT_TRUE(worst < n - 1);
+    free(out);
+}
+
+TEST_T(tcp_sockets_log_n_16_ranks, 300) { tcp_sockets(16, 7); }
+
 TEST_T(big_64mib_2_ranks_tcp, 300) {
     run_matrix(2, "BATON_TRANSPORT=tcp", "--colls allreduce --counts 1 --dtypes f32 --ops sum --big", 280);
 }

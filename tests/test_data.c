@@ -207,3 +207,45 @@ TEST(sampler_permutes_per_epoch_and_shards_cover_everything) {
     for (int i = 0; i < 5; i++) ASSERT_EQ_INT(s.idx[i], i);
     baton_sampler_free(&s);
 }
+
+/* IDX images of another size than Fashion-MNIST's 28x28 train a model of that input size (this aborted on an
+ * assertion in the model before: the shape was fixed at 28x28); a shape the CNN cannot pool is refused with
+ * an error naming the shape. */
+static void write_set(int side) {
+    unsigned char px[3 * 32 * 32], lab[3] = {1, 3, 1};
+    size_t n = (size_t)3 * side * side;
+    for (size_t i = 0; i < n; i++) px[i] = (unsigned char)((i * 7) % 251);
+    const char *names[2][2] = {{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
+                               {"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}};
+    for (int s = 0; s < 2; s++) {
+        remove(path_in(names[s][0]));
+        remove(path_in(names[s][1]));
+        write_idx(path_in(names[s][0]), 1, IMG_MAGIC, (uint32_t[]){3, (uint32_t)side, (uint32_t)side}, 3, px, n);
+        write_idx(path_in(names[s][1]), 1, LBL_MAGIC, (uint32_t[]){3}, 1, lab, 3);
+    }
+}
+
+static int train_on(const char *model, char **out) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --data-dir %s --epochs 1 --batch 2 --threads 1 2>&1",
+             th_baton(), model, th_tmpdir());
+    return th_run(cmd, 60, out, NULL);
+}
+
+TEST_T(train_takes_the_image_shape_from_the_data, 120) {
+    char *out = NULL;
+    write_set(30);
+    int rc = train_on("--model mlp --hidden 16", &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    free(out);
+    rc = train_on("--model cnn --hidden 16 --channels 4,4", &out);
+    ASSERT_EQ_INT(rc, 2); /* refused, not aborted */
+    ASSERT_CONTAINS(out, "30x30");
+    free(out);
+    write_set(32);
+    rc = train_on("--model cnn --hidden 16 --channels 4,4", &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    free(out);
+}

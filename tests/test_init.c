@@ -39,13 +39,18 @@ TEST(torchrun_variables_single_node) {
 }
 
 TEST(openmpi_variables) {
-    expect_ok(3, "OMPI_COMM_WORLD_RANK=%d OMPI_COMM_WORLD_SIZE=%d OMPI_COMM_WORLD_LOCAL_SIZE=3 PMIX_NAMESPACE=ompi-test-1");
+    /* as mpirun.openmpi 4.1 sets them on one machine: NODE_RANK is the per-node process index */
+    expect_ok(3, "OMPI_COMM_WORLD_RANK=%1$d OMPI_COMM_WORLD_SIZE=%2$d OMPI_COMM_WORLD_LOCAL_RANK=%1$d "
+                 "OMPI_COMM_WORLD_LOCAL_SIZE=%2$d OMPI_COMM_WORLD_NODE_RANK=%1$d OMPI_MCA_orte_num_nodes=1 "
+                 "PMIX_RANK=%1$d PMIX_NAMESPACE=ompi-test-1");
 }
 
 TEST(mpich_variables) { expect_ok(2, "PMI_RANK=%d PMI_SIZE=%d MPI_LOCALNRANKS=2 PMI_KVSNAME=kvs_test_2"); }
 
 TEST(slurm_variables) {
-    expect_ok(2, "SLURM_PROCID=%d SLURM_NTASKS=%d SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4242 SLURM_STEP_ID=0");
+    /* as srun (Slurm 22.05) sets them for `srun -n 2` on one node */
+    expect_ok(2, "SLURM_PROCID=%1$d SLURM_NTASKS=%2$d SLURM_LOCALID=%1$d SLURM_NODEID=0 SLURM_JOB_NUM_NODES=1 "
+                 "SLURM_STEP_NUM_NODES=1 SLURM_STEP_TASKS_PER_NODE=%2$d SLURM_JOB_ID=4242 SLURM_STEP_ID=0");
 }
 
 TEST(torchrun_with_master_addr_and_secret) {
@@ -83,7 +88,8 @@ TEST(bad_environments_are_named) {
     expect_error("RANK=x WORLD_SIZE=2", "RANK='x'");
     expect_error("RANK=0 WORLD_SIZE=two", "WORLD_SIZE='two'");
     expect_error("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
-    expect_error("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=5", "SLURM_LOCALID");
+    expect_error("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=5 SLURM_STEP_ID=0", "SLURM_LOCALID");
+    expect_error("BATON_WORLD_SIZE=-3", "BATON_WORLD_SIZE='-3' is set but BATON_RANK is not");
     expect_error("BATON_RANK=0 BATON_WORLD_SIZE=2 BATON_STORE_ADDR=127.0.0.1:1", "BATON_SECRET is not");
     expect_error("BATON_RANK=0 BATON_WORLD_SIZE=2 BATON_STORE_ADDR=nowhere "
                  "BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",

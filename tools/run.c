@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "rendezvous/store.h"
 #include "run.h"
+#include "transport/tcp.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -62,7 +63,8 @@ static const char usage_text[] =
     "Workers get BATON_RANK, BATON_WORLD_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_WORLD_SIZE, BATON_NODE_RANK,\n"
     "BATON_NNODES, BATON_RESTART_COUNT, BATON_STORE_ADDR, BATON_SECRET, BATON_JOB_ID (and BATON_TIMEOUT), plus\n"
     "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
-    "TORCHELASTIC_RESTART_COUNT. Global rank = node rank * N + local rank. Workers' stdin is /dev/null.\n"
+    "TORCHELASTIC_RESTART_COUNT (MASTER_PORT is a free port for torch.distributed's own store, not baton's).\n"
+    "Global rank = node rank * N + local rank. Workers' stdin is /dev/null.\n"
     "With M > 1 every launcher needs the same BATON_SECRET (64 hex characters) in its environment;\n"
     "BATON_RDZV_TIMEOUT (seconds, default 300) bounds the wait for the other launchers.\n"
     "Exit code: 0 when every worker exited 0; 1 when a worker failed; 128+signal when interrupted;\n"
@@ -202,7 +204,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 
 static const char *const overridden[] = {
     "BATON_RANK", "BATON_WORLD_SIZE", "BATON_LOCAL_RANK", "BATON_LOCAL_WORLD_SIZE", "BATON_NODE_RANK",
-    "BATON_NNODES", "BATON_RESTART_COUNT", "BATON_STORE_ADDR", "BATON_SECRET", "BATON_JOB_ID", "RANK",
+    "BATON_NNODES", "BATON_RESTART_COUNT", "BATON_STORE_ADDR", "BATON_SECRET", "BATON_JOB_ID", "BATON_LAUNCHER_PID", "RANK",
     "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR",
     "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
 };
@@ -213,6 +215,7 @@ typedef struct {
     char job_id[17];
     char store_host[256];         /* what workers connect to */
     int store_port;
+    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
     int restart;
 } job;
 
@@ -259,6 +262,7 @@ static char **build_env(const job *j, int local_rank) {
     PUT("BATON_STORE_ADDR=%s", addr);
     PUT("BATON_SECRET=%s", j->secret_hex);
     PUT("BATON_JOB_ID=%s", j->job_id);
+    PUT("BATON_LAUNCHER_PID=%d", (int)getpid());
     if (o->timeout) PUT("BATON_TIMEOUT=%s", o->timeout);
     PUT("RANK=%ld", rank);
     PUT("WORLD_SIZE=%ld", world);
@@ -267,7 +271,7 @@ static char **build_env(const job *j, int local_rank) {
     PUT("GROUP_RANK=%ld", o->node_rank);
     PUT("GROUP_WORLD_SIZE=%ld", o->nnodes);
     PUT("MASTER_ADDR=%s", j->store_host);
-    PUT("MASTER_PORT=%d", j->store_port);
+    PUT("MASTER_PORT=%d", j->torch_port);
     PUT("TORCHELASTIC_RESTART_COUNT=%d", j->restart);
 #undef PUT
     env[k] = NULL;
@@ -332,6 +336,19 @@ static int start_store(const char *host, int port, const uint8_t *secret, baton_
     return 0;
 }
 
+/* MASTER_ADDR:MASTER_PORT is where rank 0 of a torch.distributed env:// job hosts torch's own store, so
+ * MASTER_PORT must be a port nobody holds (baton's store speaks another protocol): one the OS hands out on
+ * `host` now, released at once (torchrun picks its port the same way). */
+static int pick_torch_port(const char *host, int *port) {
+    int fd;
+    if (baton__tcp_listen(host, port, &fd) < 0) {
+        fprintf(stderr, "baton run: cannot find a free port on %s for MASTER_PORT: %s\n", host, baton_last_error());
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
     const run_opts *o = j->o;
     const char *host = o->have_rdzv ? o->rdzv_host : "127.0.0.1";
@@ -343,9 +360,19 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
         if (start_store(host, o->have_rdzv ? o->rdzv_port : 0, secret, &srv) < 0) return 1;
         snprintf(j->store_host, sizeof j->store_host, "%s", host);
         j->store_port = baton_store_server_port(srv);
+        if (pick_torch_port(host, &j->torch_port) < 0) {
+            baton_store_server_stop(srv);
+            return 1;
+        }
         run_group g;
         run_outcome oc;
         int rc = run_attempt(j, sigfd, NULL, NULL, &g, &oc);
+        if (rc == 0 && oc.result != RUN_OK) { /* what the failing workers said, for the blame */
+            baton_store *st = NULL;
+            if (baton_store_connect(host, j->store_port, secret, BATON_STORE_SECRET_BYTES, 2.0, &st) == BATON_OK)
+                run_group_read_failures(&g, st);
+            baton_store_close(st);
+        }
         baton_store_server_stop(srv);
         remove_shm_leftovers(j->job_id);
         if (rc < 0) {
@@ -438,6 +465,9 @@ static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
     int vl = snprintf(val, sizeof val, "%ld", o->nproc);
     if (baton_store_set(st, key, val, (size_t)vl) < 0) goto store_err;
     if (o->node_rank == 0) {
+        if (pick_torch_port(o->rdzv_host, &j->torch_port) < 0) return 1;
+        vl = snprintf(val, sizeof val, "%d", j->torch_port);
+        if (baton_store_set(st, "job/torch_port", val, (size_t)vl) < 0) goto store_err;
         vl = snprintf(val, sizeof val, "%ld", o->nnodes);
         if (baton_store_set(st, "job/nnodes", val, (size_t)vl) < 0) goto store_err;
         if (baton_store_set(st, "job/id", j->job_id, strlen(j->job_id)) < 0) goto store_err;
@@ -501,6 +531,13 @@ static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
         }
         memcpy(j->job_id, v, 17);
         free(v);
+        long tp;
+        if (store_long(st, "job/torch_port", &tp) < 0) goto store_err;
+        if (tp < 1 || tp > 65535) {
+            fprintf(stderr, "baton run: node 0 published a malformed MASTER_PORT (%ld)\n", tp);
+            return 1;
+        }
+        j->torch_port = (int)tp;
     }
     return 0;
 store_err:
@@ -553,7 +590,10 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
         if (baton_store_set(st, "job/abort", why, strlen(why)) < 0)
             BATON_WARN("baton run: could not tell the other nodes to stop: %s", baton_last_error());
     }
-    if (started) run_group_report(&g, "");
+    if (started) {
+        run_group_read_failures(&g, st);
+        run_group_report(&g, "");
+    }
     if (oc.result == RUN_REMOTE) fprintf(stderr, "baton run: stopped because of another node: %s\n", oc.why);
     run_group_free(&g);
     code = exit_code_for(&oc);

@@ -31,6 +31,11 @@ typedef struct {
     int status;                   /* wait status once reaped */
     int stopped;                  /* still running when the launcher began stopping the group */
     uint64_t ended_ns;            /* when it was seen to end (CLOCK_MONOTONIC), 0 while running */
+    int frozen;                   /* it (or a process under it) was in the stopped state (SIGSTOP, ^Z, a
+                                   * debugger) when the launcher began stopping the group */
+    char fail_kind[12];           /* what it posted at baton/fail/<rank> on failing: timeout, peer, mismatch,
+                                   * error; "" if nothing (it crashed, failed outside baton, or stayed silent) */
+    int fail_peer;                /* the rank it said it waited for, or -1 */
     int fd[2];                    /* relay pipes for stdout / stderr (--tag-output), -1 if none or closed */
     run_linebuf lb[2];
 } run_worker;
@@ -64,10 +69,15 @@ typedef int (*run_poll_fn)(void *ctx, char *why, size_t why_len);
  * message (the workers already started are killed and reaped). */
 int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag);
 run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll, void *ctx);
-/* Prints one line per failed or stopped worker to stderr, each prefixed with prefix. Returns how many
- * workers failed on their own (the root causes). */
+/* Prints one line per failed or stopped worker to stderr, each prefixed with prefix, the likely root cause
+ * marked "(first failure)". When every rank that failed did so waiting for others (timeouts, dead peers) and
+ * some rank stayed silent until the launcher stopped it, the silent rank is the cause ("stopped responding");
+ * otherwise the first rank to crash or fail on its own is. Returns how many workers failed on their own. */
 int run_group_report(const run_group *g, const char *prefix);
 void run_group_free(run_group *g);
+/* Reads what the workers posted at baton/fail/<rank> (st may be NULL: nothing is read). */
+struct baton_store;
+void run_group_read_failures(run_group *g, struct baton_store *st);
 
 /* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
 void run_describe_status(int status, char *out, size_t len);

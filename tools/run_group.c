@@ -11,6 +11,7 @@
  * once on a second SIGINT / SIGTERM). Workers still running when the stop began are reported as stopped,
  * apart from the root causes. With --tag-output each line is written with one write() as "[rank R] line";
  * a line longer than 64 KiB is cut into 64 KiB pieces; a last line without newline gets one at EOF. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rendezvous/store.h"
 #include "run.h"
 #include "util/util.h"
 
@@ -128,6 +130,7 @@ int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], c
     for (int i = 0; i < n; i++) {
         run_worker *w = &g->w[i];
         w->rank = ranks[i];
+        w->fail_peer = -1;
         int child_out[2] = {-1, -1};
         if (tag) {
             for (int s = 0; s < 2; s++) {
@@ -221,10 +224,54 @@ static int relay(run_worker *w, int s) {
 
 /* ---- the wait loop --------------------------------------------------------------------------------- */
 
+/* 1 if pid, or a process descended from it, is in the stopped state ('T' or 't' in /proc/PID/stat). */
+static int stopped_under(pid_t root) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    enum { MAXP = 65536 };
+    static pid_t pids[MAXP], ppids[MAXP];
+    static char states[MAXP];
+    int n = 0;
+    for (struct dirent *e; n < MAXP && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t r = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (r <= 0) continue;
+        buf[r] = '\0';
+        const char *rp = strrchr(buf, ')'); /* "pid (comm) S ppid ...": comm may hold spaces and parens */
+        int ppid;
+        char st;
+        if (!rp || sscanf(rp + 1, " %c %d", &st, &ppid) != 2) continue;
+        pids[n] = (pid_t)atoi(buf);
+        ppids[n] = (pid_t)ppid;
+        states[n++] = st;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        if (states[i] != 'T' && states[i] != 't') continue;
+        pid_t p = pids[i];
+        for (int hops = 0; p > 1 && hops < 64; hops++) { /* walk up to root, bounded */
+            if (p == root) return 1;
+            int k = 0;
+            while (k < n && pids[k] != p) k++;
+            if (k == n) break;
+            p = ppids[k];
+        }
+    }
+    return 0;
+}
+
 static void begin_stop(run_group *g, int sig, int *stopping, uint64_t *kill_at) {
     *stopping = 1;
     for (int i = 0; i < g->n; i++)
-        if (g->w[i].running) g->w[i].stopped = 1;
+        if (g->w[i].running) {
+            g->w[i].stopped = 1;
+            g->w[i].frozen = stopped_under(g->w[i].pid);
+        }
     signal_group(g, sig);
     *kill_at = baton__now_ns() + (uint64_t)RUN_GRACE_MS * 1000000ull;
 }
@@ -344,8 +391,12 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
     return o;
 }
 
+static int waited_only(const run_worker *w) {
+    return !strcmp(w->fail_kind, "timeout") || !strcmp(w->fail_kind, "peer");
+}
+
 int run_group_report(const run_group *g, const char *prefix) {
-    int causes = 0, first = -1;
+    int causes = 0, first = -1, silent = -1, nfailed = 0, nwaited = 0;
     char how[96];
     /* The first failure is the likely root cause; the ones that followed it within the settle window are
      * usually ranks that saw it (their own output says what they saw). Failures reaped within 50 ms of each
@@ -354,6 +405,8 @@ int run_group_report(const run_group *g, const char *prefix) {
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];
         if (w->stopped || !failed(w->status)) continue;
+        nfailed++;
+        nwaited += waited_only(w) && !WIFSIGNALED(w->status);
         if (first < 0 || w->ended_ns < g->w[first].ended_ns) first = i;
     }
     for (int i = 0; first >= 0 && i < g->n; i++) {
@@ -361,23 +414,70 @@ int run_group_report(const run_group *g, const char *prefix) {
         if (w->stopped || !failed(w->status) || !WIFSIGNALED(w->status) || WIFSIGNALED(g->w[first].status)) continue;
         if (w->ended_ns - g->w[first].ended_ns < 50000000ull) first = i;
     }
-    for (int i = 0; i < g->n; i++) {
-        const run_worker *w = &g->w[i];
-        if (w->stopped || !failed(w->status)) continue;
+    /* Every rank that failed was waiting for others: the cause is a rank that stayed silent until the launcher
+     * stopped it. Among several, one the waiting ranks named, then one found in the stopped state. */
+    if (nfailed > 0 && nwaited == nfailed) {
+        int best = -1;
+        for (int i = 0; i < g->n; i++) {
+            const run_worker *w = &g->w[i];
+            if (!w->stopped) continue;
+            int named = 0;
+            for (int k = 0; k < g->n; k++) named |= !g->w[k].stopped && g->w[k].fail_peer == w->rank;
+            int score = 2 * named + w->frozen;
+            if (best < 0 || score > best) best = score, silent = i;
+        }
+    }
+    if (silent >= 0) {
+        const run_worker *w = &g->w[silent];
         run_describe_status(w->status, how, sizeof how);
-        if (i == first)
-            fprintf(stderr, "baton run: %srank %d %s%s\n", prefix, w->rank, how, " (first failure)");
-        else
-            fprintf(stderr, "baton run: %srank %d %s (after rank %d failed)\n", prefix, w->rank, how, g->w[first].rank);
+        fprintf(stderr, "baton run: %srank %d stopped responding%s while the others waited for it; the launcher "
+                        "stopped it (%s) (first failure)\n",
+                prefix, w->rank, w->frozen ? " (it was in the stopped state: SIGSTOP, Ctrl-Z or a debugger)" : "", how);
         causes++;
     }
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];
-        if (!w->stopped) continue;
+        if (w->stopped || !failed(w->status)) continue;
+        run_describe_status(w->status, how, sizeof how);
+        if (silent >= 0)
+            fprintf(stderr, "baton run: %srank %d %s (%s %d%s)\n", prefix, w->rank, how,
+                    !strcmp(w->fail_kind, "timeout") ? "timed out waiting for rank" : "after rank", g->w[silent].rank,
+                    !strcmp(w->fail_kind, "timeout") ? "" : " stopped responding");
+        else if (i == first)
+            fprintf(stderr, "baton run: %srank %d %s%s\n", prefix, w->rank, how, " (first failure)");
+        else
+            fprintf(stderr, "baton run: %srank %d %s (after rank %d failed)\n", prefix, w->rank, how, g->w[first].rank);
+        if (silent < 0) causes++;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (!w->stopped || i == silent) continue;
         run_describe_status(w->status, how, sizeof how);
         fprintf(stderr, "baton run: %srank %d stopped by the launcher (%s)\n", prefix, w->rank, how);
     }
     return causes;
+}
+
+void run_group_read_failures(run_group *g, baton_store *st) {
+    for (int i = 0; i < g->n; i++) {
+        run_worker *w = &g->w[i];
+        w->fail_kind[0] = '\0';
+        w->fail_peer = -1;
+        char key[64];
+        snprintf(key, sizeof key, "baton/fail/%d", w->rank);
+        int exists = 0;
+        if (!st || baton_store_check(st, key, &exists) < 0 || !exists) continue;
+        void *v = NULL;
+        size_t len = 0;
+        if (baton_store_get(st, key, &v, &len, 1.0) < 0) continue;
+        char kind[16] = "";
+        int peer = -1;
+        if (sscanf(v, "%11s %d", kind, &peer) >= 1) {
+            snprintf(w->fail_kind, sizeof w->fail_kind, "%s", kind);
+            w->fail_peer = peer;
+        }
+        free(v);
+    }
 }
 
 void run_group_free(run_group *g) {

@@ -322,10 +322,15 @@ int baton_cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
-    long world = 1;
-    if (baton__env_long("BATON_WORLD_SIZE", 1, 1, 1 << 20, &world) == BATON_ENOTFOUND)
-        baton__env_long("WORLD_SIZE", 1, 1, 1 << 20, &world);
-    baton_set_threads(o.threads ? (int)o.threads : train_default_threads());
+    /* Any launcher's variables (baton run, torchrun, mpirun, mpiexec, srun) make this a data-parallel job;
+     * malformed ones are an error, never a silent run alone. */
+    baton_launch_env le;
+    if (baton_launch_env_read(&le) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        return 2;
+    }
+    long world = le.world;
+    baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
 
     baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
@@ -349,6 +354,10 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
+    /* The model's input is the data's image shape (Fashion-MNIST's 28x28, or whatever IDX files were given). */
+    o.mc.in_c = train.c;
+    o.mc.in_h = train.h;
+    o.mc.in_w = train.w;
     if ((rc = baton_model_new(&model, &o.mc, o.seed)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         exit_code = 2;
@@ -414,7 +423,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
                         "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
                 baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
-                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads());
+                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads(le.local_size));
 
     double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = pos.step, evaluated = 0;
@@ -559,7 +568,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
-        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads());
+        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads(le.local_size));
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);

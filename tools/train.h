@@ -41,6 +41,6 @@ int train_load_data(const char *data, const char *data_dir, long train_samples, 
                     baton_dataset *test);
 void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
                          double acc, double sps, int force);
-int train_default_threads(void);   /* cores / local world size, at least 1 */
+int train_default_threads(int local_size);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
 
 #endif

@@ -69,10 +69,8 @@ void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoc
     }
 }
 
-int train_default_threads(void) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = 1;
-    if (baton__env_long("BATON_LOCAL_WORLD_SIZE", 1, 1, 4096, &local) == BATON_ENOTFOUND)
-        baton__env_long("LOCAL_WORLD_SIZE", 1, 1, 4096, &local);
+int train_default_threads(int local_size) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = local_size > 0 ? local_size : 1;
     long t = cores > 0 ? cores / local : 1;
     return t < 1 ? 1 : (int)t;
 }

@@ -23,6 +23,10 @@
 
 #include "baton/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     BATON_F32 = 0,
     BATON_F64 = 1,
@@ -77,8 +81,19 @@ int baton_options_from_env(baton_options *opt);
 
 /* Builds a communicator from the environment: baton's own variables (BATON_RANK, BATON_WORLD_SIZE, ...,
  * BATON_STORE_ADDR, BATON_SECRET), torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
- * Open MPI's (OMPI_COMM_WORLD_*) or Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). opt NULL: from env. */
+ * Open MPI's (OMPI_COMM_WORLD_*), MPICH's (PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS) or Slurm's (SLURM_PROCID,
+ * SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE). opt NULL: from env. */
 int baton_init(baton_comm **out, const baton_options *opt);
+
+/* What the launcher's environment says about this process, read without joining anything: the same
+ * variables baton_init reads. world is 1 and launcher "none" for a process started alone; local_rank and
+ * local_size are -1 where the launcher does not say. Fails (BATON_EINVAL, a detail naming the variable) when
+ * a variable is malformed, so that a program can refuse to start instead of silently running alone. */
+typedef struct {
+    int rank, world, local_rank, local_size;
+    const char *launcher; /* "baton", "torchrun", "openmpi", "mpich", "slurm" or "none" (static string) */
+} baton_launch_env;
+int baton_launch_env_read(baton_launch_env *out);
 void baton_comm_free(baton_comm *comm);  /* NULL is a no-op */
 
 int baton_comm_rank(const baton_comm *comm);
@@ -126,5 +141,9 @@ int baton_dtype_parse(const char *s, baton_dtype *out);
 int baton_op_parse(const char *s, baton_op *out);
 int baton_algo_parse(const char *s, baton_algo *out);
 int baton_transport_parse(const char *s, baton_transport_kind *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 
 #include "baton/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int n;              /* samples */
     int c, h, w;        /* image shape (1, 28, 28) */
@@ -57,5 +61,9 @@ typedef struct {
 int baton_sampler_init(baton_sampler *s, int n, int rank, int world, int shuffle, uint64_t seed);
 void baton_sampler_set_epoch(baton_sampler *s, long epoch);
 void baton_sampler_free(baton_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -50,6 +50,10 @@
 #include "baton/comm.h"
 #include "baton/nn.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- timeline (Chrome trace event format, loads in Perfetto / chrome://tracing) ---------------------- */
 typedef enum {
     BATON_EV_STEP = 0, BATON_EV_DATA, BATON_EV_FORWARD, BATON_EV_BACKWARD, BATON_EV_ALLREDUCE,  /* arg: bucket */
@@ -150,5 +154,9 @@ int baton_dist_sampler_init(baton_dist_sampler *s, int n, int rank, int world, i
                             uint64_t seed);
 void baton_dist_sampler_set_epoch(baton_dist_sampler *s, long epoch);
 void baton_dist_sampler_free(baton_dist_sampler *s);   /* safe on a zeroed or freed sampler */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

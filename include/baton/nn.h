@@ -46,6 +46,10 @@
 
 #include "baton/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- random numbers ---------------------------------------------------------------------------------- */
 /* xoshiro256** with an explicit state, so a checkpoint can save it (4 x u64). */
 typedef struct {
@@ -231,5 +235,9 @@ typedef struct {
     float gamma;
 } baton_lr_schedule;
 float baton_lr_at(const baton_lr_schedule *s, long step);   /* step counts from 0 */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

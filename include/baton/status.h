@@ -10,6 +10,10 @@
 #ifndef BATON_STATUS_H
 #define BATON_STATUS_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* X(name, value, message) */
 #define BATON_STATUS_MAP(X)                                              \
     X(OK, 0, "success")                                                  \
@@ -40,5 +44,9 @@ const char *baton_strerror(int status);
 const char *baton_status_name(int status);
 /* The detail of the last failure on this thread ("" if none). Valid until the next failing call. */
 const char *baton_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/fsio.h"
+#include "util/files.h"
 #include "ckpt/safetensors.h"
 #include "util/util.h"
 
@@ -135,7 +135,7 @@ static int write_commit(const char *stepdir, long step, const size_t len[NFILES]
     }
     char *js = cJSON_Print(root);
     if (!js) rc = baton__fail(BATON_ENOMEM, "%s: out of memory", stepdir);
-    else if ((rc = path_join(path, sizeof path, stepdir, "COMMIT")) >= 0) rc = baton__write_atomic(path, js, strlen(js));
+    else if ((rc = path_join(path, sizeof path, stepdir, "COMMIT")) >= 0) rc = baton__write_atomic(path, js, strlen(js), BATON_FILE_DURABLE);
     free(js);
     cJSON_Delete(root);
     return rc;
@@ -458,7 +458,7 @@ static int write_files(const char *stepdir, baton_params *p, baton_optim *o, con
     }
     const char *mmeta[] = {"format", "pt", "producer", "baton train", "step", stepbuf};
     if ((rc = path_join(path, sizeof path, stepdir, file_names[0])) < 0 ||
-        (rc = baton_st_serialize(t, np, mmeta, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len)) < 0)
+        (rc = baton_st_serialize(t, np, mmeta, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len, BATON_FILE_DURABLE)) < 0)
         goto out;
     hash_hex(buf, lens[0] = len, hex[0]);
     free(buf);
@@ -468,7 +468,7 @@ static int write_files(const char *stepdir, baton_params *p, baton_optim *o, con
     const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind(o) == BATON_OPTIM_ADAMW ? "adamw" : "sgd",
                            "steps", osteps};
     if ((rc = path_join(path, sizeof path, stepdir, file_names[1])) < 0 ||
-        (rc = baton_st_serialize(t, nt, ometa, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len)) < 0)
+        (rc = baton_st_serialize(t, nt, ometa, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len, BATON_FILE_DURABLE)) < 0)
         goto out;
     hash_hex(buf, lens[1] = len, hex[1]);
     free(buf);
@@ -479,7 +479,7 @@ static int write_files(const char *stepdir, baton_params *p, baton_optim *o, con
         goto out;
     }
     if ((rc = path_join(path, sizeof path, stepdir, file_names[2])) < 0 ||
-        (rc = baton__write_atomic(path, buf, lens[2] = strlen(buf))) < 0)
+        (rc = baton__write_atomic(path, buf, lens[2] = strlen(buf), BATON_FILE_DURABLE)) < 0)
         goto out;
     hash_hex(buf, lens[2], hex[2]);
     rc = write_commit(stepdir, st->step, lens, hex);   /* the commit point */
@@ -490,11 +490,13 @@ out:
     return rc;
 }
 
-/* After committing `step`: keep it and the newest older complete checkpoint(s); delete older ones and torn
- * ones older than `step`. Newer directories (from an abandoned future) are left alone. */
-static void prune(const char *dir, long step) {
+/* Keeps the newest complete checkpoints older than `step` up to BATON_CKPT_KEEP in all (counting `kept`
+ * already kept: 1 after committing `step` itself, 0 before writing it); deletes older ones and torn ones
+ * older than `step`. Newer directories (from an abandoned future) are left alone. Pruning before a write as
+ * well as after it bounds the count even when writers are killed between commit and prune again and again. */
+static void prune(const char *dir, long step, int kept) {
     long *steps;
-    int n, kept = 1;
+    int n;
     if (list_steps(dir, &steps, &n) < 0) return;
     for (int i = 0; i < n; i++) {
         if (steps[i] >= step) continue;
@@ -531,8 +533,9 @@ int baton_ckpt_save(const char *dir, baton_params *p, baton_optim *o, const bato
     struct stat sb;
     if (stat(stepdir, &sb) == 0 && (rc = remove_step_dir(stepdir)) < 0) return rc;
     if (mkdir(stepdir, 0755) != 0) return baton__fail(BATON_EIO, "%s: cannot create: %s", stepdir, strerror(errno));
+    prune(dir, st->step, 0);
     if ((rc = baton__fsync_dir(dir)) < 0 || (rc = write_files(stepdir, p, o, st)) < 0) return rc;
-    prune(dir, st->step);
+    prune(dir, st->step, 1);
     return BATON_OK;
 }
 

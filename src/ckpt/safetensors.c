@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "ckpt/fsio.h"
+#include "util/files.h"
 #include "ckpt/safetensors.h"
 #include "util/util.h"
 
@@ -96,7 +97,7 @@ int baton_st_write(const char *path, const baton_st_tensor *tensors, int n, cons
     size_t len;
     int rc = baton_st_serialize(tensors, n, meta, n_meta, &buf, &len, path);
     if (rc < 0) return rc;
-    rc = baton__write_atomic(path, buf, len);
+    rc = baton__write_atomic(path, buf, len, BATON_FILE_DURABLE);
     free(buf);
     return rc;
 }
@@ -312,12 +313,17 @@ fail:
 
 int baton_st_open(baton_st_file **out, const char *path) {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return baton__fail(BATON_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = baton__open_regular(path); /* never blocks on a FIFO; regular files only */
+    if (fd < 0) return fd == BATON_ENOTFOUND ? baton__fail(BATON_EIO, "%s: cannot open: does not exist", path) : fd;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return baton__fail(BATON_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         fclose(fp);
-        return baton__fail(BATON_EIO, "%s: not a regular file", path);
+        return baton__fail(BATON_EIO, "%s: cannot stat: %s", path, strerror(errno));
     }
     size_t len = (size_t)st.st_size;
     unsigned char *buf = malloc(len ? len : 1);

@@ -30,5 +30,7 @@ int baton__reduce_scatter_ring(const baton_group *g, const void *send, void *rec
 int baton__allgather_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt);
 int baton__broadcast_p2p(const baton_group *g, void *buf, size_t count, baton_dtype dt, int root);
 int baton__barrier_p2p(const baton_group *g);
+/* Every rank sends 1 byte to its right neighbour and receives 1 from its left (see algo_bcast.c). */
+int baton__agree_p2p(const baton_group *g, const char *what);
 
 #endif

@@ -1,5 +1,5 @@
-/* algo_bcast.c: broadcast (binomial tree for small buffers, pipelined chain for large ones) and the
- * dissemination barrier, over any transport. See docs/algorithms.md. */
+/* algo_bcast.c: broadcast (binomial tree for small buffers, pipelined chain for large ones), the
+ * dissemination barrier and the neighbour agreement step, over any transport. See docs/algorithms.md. */
 #include <string.h>
 
 #include "comm/algo_util.h"
@@ -32,7 +32,7 @@ static int bcast_binomial(const baton_group *g, uint8_t *buf, size_t bytes, int 
 /* Chain root -> root+1 -> ... in segments: a middle rank forwards segment k-1 while it receives segment k,
  * so every link is busy and the time is about (bytes + (n-2) * segment) / bandwidth. Every link carries
  * the same sequence of segment-sized messages (the root and the tail too), so that each send matches one
- * receive: the transports frame and check every message (transport/frame.h). */
+ * receive: the transports frame and check every message (comm/desc.h). */
 static int bcast_chain(const baton_group *g, uint8_t *buf, size_t bytes, int root) {
     const int n = g->n, vr = baton__mod(g->me - root, n);
     const int next = vr + 1 < n ? baton__mod(g->me + 1, n) : -1, prev = vr > 0 ? baton__mod(g->me - 1, n) : -1;
@@ -57,6 +57,21 @@ static int bcast_chain(const baton_group *g, uint8_t *buf, size_t bytes, int roo
     return BATON_OK;
 }
 
+/* One 1-byte message from every rank to its right neighbour, sent before anything else of the collective.
+ * With the communicator's frame headers on, each rank has then compared its left neighbour's descriptor
+ * with its own, and since the ring visits every rank, ranks that disagree are found (by at least one of
+ * them, at once) even when the collective itself would let some rank receive nothing: a broadcast's root,
+ * every rank of a collective of 0 elements. */
+int baton__agree_p2p(const baton_group *g, const char *what) {
+    if (g->n < 2) return BATON_OK;
+    uint8_t out = 0xa9, in = 0;
+    int rc = baton__gsendrecv(g, baton__mod(g->me + 1, g->n), &out, 1, baton__mod(g->me - 1, g->n), &in, 1, what);
+    if (rc == BATON_OK && in != 0xa9)
+        return baton__fail(BATON_EPROTO, "%s: unexpected agreement byte 0x%02x from group index %d", what, in,
+                           baton__mod(g->me - 1, g->n));
+    return rc;
+}
+
 int baton__broadcast_p2p(const baton_group *g, void *buf, size_t count, baton_dtype dt, int root) {
     int rc = baton__check_group(g, dt, "broadcast");
     if (rc < 0) return rc;
@@ -65,8 +80,11 @@ int baton__broadcast_p2p(const baton_group *g, void *buf, size_t count, baton_dt
     size_t bytes;
     if (!baton__mul_ok(count, baton__esize(dt), &bytes))
         return baton__fail(BATON_EINVAL, "broadcast: count %zu overflows", count);
-    if (bytes == 0 || g->n == 1) return BATON_OK;
-    if (!buf) return baton__fail(BATON_EINVAL, "broadcast: NULL buffer");
+    if (g->n == 1) return BATON_OK;
+    if (bytes && !buf) return baton__fail(BATON_EINVAL, "broadcast: NULL buffer");
+    /* The root receives nothing in the tree or the chain: without this, ranks that disagree about the root
+     * would each send and return (issue 15). */
+    if ((rc = baton__agree_p2p(g, "broadcast (agreement)")) < 0 || bytes == 0) return rc;
     if (g->n >= 3 && bytes >= BCAST_CHAIN_MIN_BYTES) return bcast_chain(g, buf, bytes, root);
     return bcast_binomial(g, buf, bytes, root);
 }

@@ -125,6 +125,12 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
             memcpy(a->recv, a->send, a->count * esz);
         return BATON_OK;
     }
+    /* A collective that moves nothing still shows that every rank runs it: in shared memory through the
+     * announced descriptors (a barrier compares them), else through one framed message per neighbour. */
+    if (a->count == 0 && a->kind != COLL_BARRIER) {
+        c->last_algo = c->tcp ? BATON_ALGO_RING : BATON_ALGO_DIRECT;
+        return c->tcp ? baton__agree_p2p(&g, "agreement on a collective of 0 elements") : baton__shm_barrier(c, deadline);
+    }
     switch (a->kind) {
     case COLL_ALLREDUCE:
         return exec_allreduce(c, a, deadline);
@@ -160,14 +166,38 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
     return baton__fail(BATON_EINVAL, "unknown collective %d", (int)a->kind);
 }
 
+/* What a failing rank tells the launcher, at baton/fail/<rank>: "<kind> <peer>", kind one of timeout (it waited
+ * for a rank that did not answer), peer (a peer died or closed, or another rank aborted), mismatch, error;
+ * peer the rank it named as the one it waited for, else -1. The launcher blames from these (tools/run_group.c):
+ * a rank that stays silent while the others time out waiting for it is the one that stopped responding. */
+void baton__post_failure(baton_comm *c, int rc, const char *detail) {
+    if (!c->store) return;
+    const char *kind = rc == BATON_ETIMEDOUT ? "timeout"
+                       : rc == BATON_EPEERDEAD || rc == BATON_ECANCELED ? "peer"
+                       : rc == BATON_EMISMATCH ? "mismatch"
+                                               : "error";
+    int peer = -1;
+    const char *w = strstr(detail, "waiting for rank ");
+    if (w) peer = atoi(w + 17);
+    char key[64], val[64];
+    snprintf(key, sizeof key, "baton/fail/%d", c->rank);
+    int n = snprintf(val, sizeof val, "%s %d", kind, peer);
+    baton_store_set(c->store, key, val, (size_t)n);
+}
+
 /* After a failure: the first rank to fail posts its detail to the store, so that ranks which only saw a
  * consequence (a neighbour closing its connection, an abort) can report the first failure too; then every
- * failing rank writes its flight recorder. The detail of the current error is kept. */
+ * failing rank writes its flight recorder. The detail of the current error is kept. Store calls here are
+ * bounded by the collective timeout: a frozen store (a stopped launcher) delays the report by that much at
+ * most, and the rank fails with its own reason. */
 static void report_failure(baton_comm *c, int rc) {
     char mine[512], first[512] = "";
     snprintf(mine, sizeof mine, "%s", baton_last_error());
     if (c->store) {
         pthread_mutex_lock(&c->store_mu);
+        double bound = c->opt.timeout_s > 0.5 ? c->opt.timeout_s : 0.5;
+        if (bound < c->opt.join_timeout_s) baton_store_set_io_timeout(c->store, bound);
+        baton__post_failure(c, rc, mine);
         int64_t n = 0;
         char line[600];
         snprintf(line, sizeof line, "rank %d: %s", c->rank, mine);
@@ -205,26 +235,28 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     uint64_t now = baton__now_ns();
     uint64_t deadline = c->opt.timeout_s > 0 && c->opt.timeout_s < 1e9 ? now + (uint64_t)(c->opt.timeout_s * 1e9)
                                                                       : UINT64_MAX;
-    /* Every collective says what it is before it touches anything shared (see transport/frame.h). */
+    /* Every collective says what it is before it touches anything shared (see comm/desc.h). */
     baton_coll_desc desc = {.seq = ++c->seq, .count = a->count, .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dt,
                             .op = (uint8_t)a->op, .root = a->root};
     if (a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST || a->kind == COLL_BARRIER) desc.op = 0;
     if (a->kind == COLL_BARRIER) desc.count = 0, desc.dtype = 0;
     c->desc = &desc;
+    baton__desc_pack(c->desc_packed, &desc);
+    baton__desc_msg_hdr(&c->msg_hdr, &desc);
     baton__flight_start(&c->flight, &desc, now);
-    atomic_store_explicit(&c->running_count, desc.count, memory_order_relaxed);
-    atomic_store_explicit(&c->running_meta,
-                          (uint64_t)desc.kind | (uint64_t)desc.dtype << 8 | (uint64_t)desc.op << 16 |
-                              (uint64_t)(uint32_t)desc.root << 32,
-                          memory_order_relaxed);
+    for (int i = 0; i < BATON_DESC_BYTES / 8; i++) {
+        uint64_t w;
+        memcpy(&w, c->desc_packed + 8 * i, 8);
+        atomic_store_explicit(&c->running_desc[i], w, memory_order_relaxed);
+    }
     atomic_store_explicit(&c->running_since, now, memory_order_relaxed);
     atomic_store_explicit(&c->running_seq, desc.seq, memory_order_release);
-    if (c->shm) baton__shm_announce(c->shm, &desc);
-    if (c->tcp) c->tcp->desc = &desc;
-    if (c->shm_tp) c->shm_tp->desc = &desc;
+    if (c->shm) baton__shm_announce(c->shm, desc.seq, c->desc_packed);
+    if (c->tcp) c->tcp->hdr = &c->msg_hdr;
+    if (c->shm_tp) c->shm_tp->hdr = &c->msg_hdr;
     int rc = exec_one(c, a, deadline);
-    if (c->tcp) c->tcp->desc = NULL;
-    if (c->shm_tp) c->shm_tp->desc = NULL;
+    if (c->tcp) c->tcp->hdr = NULL;
+    if (c->shm_tp) c->shm_tp->hdr = NULL;
     c->desc = NULL;
     atomic_store_explicit(&c->running_seq, 0, memory_order_release);
     baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0, baton__now_ns());

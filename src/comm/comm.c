@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,7 +14,9 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include <sodium.h>
 #include <sys/random.h>
+#include "util/files.h"
 #include "util/util.h"
 
 /* ---- names ----------------------------------------------------------------------------------------- */
@@ -99,22 +103,31 @@ void baton_comm_set_algo(baton_comm *c, baton_algo a) { c->algo = a; }
 baton_algo baton_comm_last_algo(const baton_comm *c) { return c->last_algo; }
 baton_transport_kind baton_comm_transport(const baton_comm *c) { return c->transport; }
 
+int baton_launch_env_read(baton_launch_env *out) {
+    baton_identity id;
+    memset(out, 0, sizeof *out);
+    int rc = baton__identity_from_env(&id);
+    if (rc < 0) return rc;
+    out->rank = id.rank;
+    out->world = id.world;
+    out->local_rank = id.local_rank;
+    out->local_size = id.local_world;
+    out->launcher = id.source;
+    return BATON_OK;
+}
+
 /* ---- store bootstrap ------------------------------------------------------------------------------- */
 
-/* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a private file (atomically). */
+/* Single-node jobs without a launcher: rank 0 writes "port secret-hex" to a file in baton's private
+ * per-user directory (0700, owner checked; the file 0600, created O_EXCL|O_NOFOLLOW and renamed in). */
 static int write_handoff(const char *path, int port, const uint8_t *secret) {
-    char tmp[600], hex[2 * BATON_STORE_SECRET_BYTES + 1], line[128];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    char hex[2 * BATON_STORE_SECRET_BYTES + 1], line[128];
     baton_secret_format(secret, hex);
     int n = snprintf(line, sizeof line, "%d %s\n", port, hex);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s: %s", tmp, strerror(errno));
-    int rc = baton__write_full(fd, line, (size_t)n);
-    close(fd);
-    if (rc < 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return baton__fail(BATON_ESYS, "cannot write the store hand-off file %s", path);
-    }
+    int rc = baton__write_atomic(path, line, (size_t)n, BATON_FILE_PRIVATE);
+    sodium_memzero(line, sizeof line);
+    sodium_memzero(hex, sizeof hex);
+    if (rc < 0) return baton__fail_ctx(rc, "cannot write the store hand-off file: ");
     return BATON_OK;
 }
 
@@ -122,7 +135,9 @@ static int read_handoff(const char *path, uint64_t deadline, int *port, uint8_t 
     baton_backoff b;
     baton__backoff_init(&b);
     for (;;) {
-        int fd = open(path, O_RDONLY);
+        int fd = baton__open_regular(path);
+        if (fd == BATON_ENOTFOUND) baton__clear_error();
+        if (fd < 0 && fd != BATON_ENOTFOUND) return fd;
         if (fd >= 0) {
             struct stat st;
             char buf[160];
@@ -147,8 +162,16 @@ static int read_handoff(const char *path, uint64_t deadline, int *port, uint8_t 
     }
 }
 
+/* How long joining may take: the join timeout, or the collective timeout when that is shorter (a rank that
+ * is stopped before it joins is then named within --timeout, like one that stops later). */
+static double join_wait_s(const baton_comm *c) {
+    double t = c->opt.join_timeout_s;
+    if (c->opt.timeout_s > 0 && c->opt.timeout_s < t) t = c->opt.timeout_s;
+    return t;
+}
+
 static int connect_store(baton_comm *c, baton_store_plan *plan) {
-    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    uint64_t deadline = baton__deadline_after(join_wait_s(c));
     int rc;
     if (plan->host_it) {
         if (!plan->have_secret && (rc = baton_secret_generate(plan->secret)) < 0) return rc;
@@ -272,6 +295,13 @@ static int exchange(baton_comm *c, uint64_t deadline) {
         if (!hosts[r]) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
         snprintf(key, sizeof key, "baton/host/%d", r);
         if (rc >= 0) rc = store_get_str(c, key, hosts[r], 300, deadline);
+        if (rc == BATON_ETIMEDOUT) { /* name the rank, and tell the launcher whom this rank waited for */
+            rc = baton__fail(BATON_ETIMEDOUT, "rendezvous: timed out waiting for rank %d to join (%.3g s: the "
+                                              "smaller of BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout); it may "
+                                              "be stopped, hung or still starting",
+                             r, join_wait_s(c));
+            baton__post_failure(c, rc, baton_last_error());
+        }
     }
     if (rc >= 0) rc = build_topology(c, hosts);
     for (int r = 0; r < c->world; r++) free(hosts[r]);
@@ -284,6 +314,7 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
     snprintf(name, sizeof name, "/baton-%s-%d-n%d", c->job_id, c->id.restart, c->node);
     int rc = baton__shm_open(name, c->local_rank, c->local_size, c->local_ranks, deadline, &c->shm);
     if (rc < 0) return rc;
+    baton__shm_set_peer_check(c->shm, baton__shm_peer_check, c);
     return baton__shm_transport_create(c->shm, c->rank, c->world, c->g2l, &c->shm_tp);
 }
 
@@ -334,6 +365,21 @@ static int bind_cpus(baton_comm *c) {
     return BATON_OK;
 }
 
+/* Under `baton run` (BATON_LAUNCHER_PID): this process dies with its parent (PR_SET_PDEATHSIG). The launcher
+ * gives its direct children the same, so a worker wrapped in a shell (`sh -c 'baton bench ...; echo done'`)
+ * dies with the shell, which dies with the launcher, even when the launcher is SIGKILLed. A launcher that is
+ * already gone makes init fail instead. */
+static int tie_to_launcher(void) {
+    long lp = 0;
+    int rc = baton__env_long("BATON_LAUNCHER_PID", 0, 1, 1L << 30, &lp);
+    if (rc == BATON_ENOTFOUND) return BATON_OK;
+    if (rc < 0) return rc;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (kill((pid_t)lp, 0) != 0 && errno == ESRCH)
+        return baton__fail(BATON_EPEERDEAD, "the launcher (BATON_LAUNCHER_PID=%ld) is gone", lp);
+    return BATON_OK;
+}
+
 static int init_async(baton_comm *c) {
     if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) || pthread_mutex_init(&c->store_mu, NULL))
         return baton__fail(BATON_ESYS, "cannot initialize the communicator's locks");
@@ -366,6 +412,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     c->shm_stream_bytes = (size_t)stream;
     if ((rc = init_async(c)) < 0) goto fail;
     if ((rc = baton__identity_from_env(&c->id)) < 0) goto fail;
+    if ((rc = tie_to_launcher()) < 0) goto fail;
     const char *bind;
     if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
@@ -380,7 +427,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         *out = c;
         return BATON_OK;
     }
-    uint64_t deadline = baton__deadline_after(c->opt.join_timeout_s);
+    uint64_t deadline = baton__deadline_after(join_wait_s(c));
     if ((rc = connect_store(c, &plan)) < 0) goto fail;
     if ((rc = exchange(c, deadline)) < 0) goto fail;
     if ((rc = bind_cpus(c)) < 0) goto fail;

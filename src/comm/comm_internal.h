@@ -9,7 +9,7 @@
 #include "baton/comm.h"
 #include "comm/flight.h"
 #include "rendezvous/store.h"
-#include "transport/frame.h"
+#include "comm/desc.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -35,6 +35,9 @@ typedef struct {
 
 int baton__identity_from_env(baton_identity *id);
 int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan);
+struct baton_comm;
+/* Posts baton/fail/<rank> = "<kind> <peer>" for the launcher's blame (see coll.c). */
+void baton__post_failure(struct baton_comm *c, int rc, const char *detail);
 
 /* A shared-memory buffer from baton_buffer_alloc, mapped by every local rank. */
 typedef struct baton_shm_buffer {
@@ -43,8 +46,6 @@ typedef struct baton_shm_buffer {
     size_t bytes;
     uint8_t **peer;                /* [local_size] every local rank's buffer, mapped here */
 } baton_shm_buffer;
-
-typedef enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BROADCAST, COLL_BARRIER } coll_kind;
 
 typedef struct {
     coll_kind kind;
@@ -98,10 +99,12 @@ struct baton_comm {
     uint64_t cma_probe;            /* a value peers read from this process to test that */
     uint64_t seq;                  /* collectives run so far */
     const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
+    uint8_t desc_packed[BATON_DESC_BYTES]; /* ... in its packed form (comm/desc.h) */
+    baton_msg_hdr msg_hdr;         /* ... as the transports' message header */
     baton_flight flight;           /* the last 256 collectives, written out when one fails */
     /* for the watchdog thread: the running collective (0: none) and since when (CLOCK_MONOTONIC ns) */
     _Atomic uint64_t running_seq, running_since;
-    _Atomic uint64_t running_count, running_meta; /* its count; kind | dtype << 8 | op << 16 | root << 32 */
+    _Atomic uint64_t running_desc[BATON_DESC_BYTES / 8]; /* its packed descriptor, as 64-bit words */
     pthread_t watchdog;
     int watchdog_started;
     double stall_s;                /* BATON_STALL_WARN: seconds before the first stall warning; 0 = off */
@@ -141,6 +144,8 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
 int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root_local,
                          uint64_t deadline);
 int baton__shm_barrier(baton_comm *c, uint64_t deadline);
+/* The shared-memory waits' check of a local rank waited for (baton__shm_set_peer_check; ctx is the comm). */
+int baton__shm_peer_check(void *ctx, int local_rank);
 baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset);
 /* At init: can every local rank read every other's memory? Sets c->cma (agreed by all ranks). */
 int baton__shm_cma_probe(baton_comm *c);

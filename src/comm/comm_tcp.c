@@ -1,5 +1,5 @@
-/* comm_tcp.c: setting up the TCP mesh: listen, publish this rank's address in the store, read every
- * rank's, connect. The address published is loopback on one node; across nodes it is the local address
+/* comm_tcp.c: setting up TCP: listen, publish this rank's address in the store; the transport reads a
+ * peer's address from the store when it first connects to it. The address published is loopback on one node; across nodes it is the local address
  * this host uses to reach the store (the interface that routes there), or BATON_HOST_ADDR if set. */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -38,7 +38,31 @@ static int address_towards(const char *host, char *out, size_t n) {
     return BATON_OK;
 }
 
+/* The transport's address lookup: rank `peer`'s published "host:port", from the store. */
+static int addr_of(void *ctx, int peer, char *out, size_t cap, uint64_t deadline) {
+    baton_comm *c = ctx;
+    char key[64];
+    snprintf(key, sizeof key, "baton/tcp/%d", peer);
+    void *v = NULL;
+    size_t len = 0;
+    uint64_t now = baton__now_ns();
+    double left = deadline > now ? (double)(deadline - now) / 1e9 : 0;
+    pthread_mutex_lock(&c->store_mu);
+    int rc = baton_store_get(c->store, key, &v, &len, left > 0.01 ? left : 0.01);
+    pthread_mutex_unlock(&c->store_mu);
+    if (rc < 0) return baton__fail_ctx(rc, "tcp: waiting for rank %d's address: ", peer);
+    if (len == 0 || len >= cap) {
+        free(v);
+        return baton__fail(BATON_EPROTO, "tcp: rank %d published an address of %zu bytes", peer, len);
+    }
+    memcpy(out, v, len);
+    out[len] = '\0';
+    free(v);
+    return BATON_OK;
+}
+
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline) {
+    (void)deadline;
     char host[300], addr[320], key[64];
     const char *ha = getenv("BATON_HOST_ADDR");
     int rc;
@@ -52,28 +76,16 @@ int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline) {
     if ((rc = baton__tcp_listen(c->nnodes == 1 && !(ha && *ha) ? "127.0.0.1" : NULL, &port, &fd)) < 0) return rc;
     snprintf(addr, sizeof addr, "%s:%d", host, port);
     snprintf(key, sizeof key, "baton/tcp/%d", c->rank);
-    char **addrs = calloc((size_t)c->world, sizeof(char *));
-    if (!addrs) {
-        close(fd);
-        return baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
-    }
+    pthread_mutex_lock(&c->store_mu);
     rc = baton_store_set(c->store, key, addr, strlen(addr));
-    for (int r = 0; r < c->world && rc >= 0; r++) {
-        void *v = NULL;
-        size_t len = 0;
-        snprintf(key, sizeof key, "baton/tcp/%d", r);
-        double left = (double)(deadline - baton__now_ns()) / 1e9;
-        rc = baton_store_get(c->store, key, &v, &len, left > 0.01 ? left : 0.01);
-        if (rc < 0) {
-            baton__fail_ctx(rc, "rendezvous: waiting for rank %d's TCP address: ", r);
-            break;
-        }
-        addrs[r] = v; /* NUL-terminated by the store client */
+    pthread_mutex_unlock(&c->store_mu);
+    if (rc >= 0) {
+        /* Connections come on first use (tcp.h): a rank holds sockets only to the peers its algorithms talk
+         * to (ring neighbours, recursive-doubling and tree partners, node leaders), O(log n), not n - 1. */
+        baton_tcp_config cfg = {.rank = c->rank, .world = c->world, .listen_fd = fd, .secret = c->secret,
+                                .ranks_on_host = c->local_size, .addr_of = addr_of, .addr_ctx = c};
+        rc = baton__tcp_transport_open(&cfg, &c->tcp);
     }
-    if (rc >= 0)
-        rc = baton__tcp_transport_create(c->rank, c->world, fd, (const char *const *)addrs, c->secret, deadline, &c->tcp);
-    for (int r = 0; r < c->world; r++) free(addrs[r]);
-    free(addrs);
     close(fd);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "util/files.h"
 #include "util/util.h"
 
 typedef struct {
@@ -20,13 +21,42 @@ static const env_family families[] = {
      "BATON_NNODES", "BATON_RESTART_COUNT"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", NULL,
      "TORCHELASTIC_RESTART_COUNT"},
+    /* Open MPI's OMPI_COMM_WORLD_NODE_RANK is the process's index among the processes of its node (0, 1, ...
+     * on one machine), not the node's index: taking it for one made every rank of `mpirun -np 2` a node of
+     * its own. Nodes come from the host names; the node count from OMPI_MCA_orte_num_nodes. */
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", NULL, NULL},
+     "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, "OMPI_MCA_orte_num_nodes", NULL},
     {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, NULL, NULL},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, "SLURM_NODEID", "SLURM_JOB_NUM_NODES", NULL},
+    /* srun's job step: SLURM_STEP_NUM_NODES may be fewer than the allocation's SLURM_JOB_NUM_NODES; the local
+     * world size comes from SLURM_STEP_TASKS_PER_NODE (slurm_local_world). */
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, "SLURM_NODEID", "SLURM_STEP_NUM_NODES", NULL},
 };
 
 enum { MAX_WORLD = 1 << 20 };
+
+/* SLURM_STEP_TASKS_PER_NODE lists the tasks of each node of the step, runs compressed: "4", "2(x3)", "3(x2),1".
+ * Returns node `node`'s count, or -1 when the variable is absent or does not cover that node. */
+static int slurm_local_world(int node) {
+    const char *s = getenv("SLURM_STEP_TASKS_PER_NODE");
+    if (!s || !*s || node < 0) s = NULL;
+    for (long seen = 0; s && *s;) {
+        char *end;
+        long count = strtol(s, &end, 10), reps = 1;
+        if (end == s || count < 1) return -1;
+        s = end;
+        if (*s == '(') {
+            if (s[1] != 'x') return -1;
+            reps = strtol(s + 2, &end, 10);
+            if (end == s + 2 || reps < 1 || *end != ')') return -1;
+            s = end + 1;
+        }
+        if (node < seen + reps) return count > (1L << 20) ? -1 : (int)count;
+        seen += reps;
+        if (*s == ',') s++;
+        else if (*s) return -1;
+    }
+    return -1;
+}
 
 static int opt_var(const char *name, long min, long max, int *out) {
     *out = -1;
@@ -45,8 +75,15 @@ int baton__identity_from_env(baton_identity *id) {
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         const env_family *fam = &families[f];
         const char *r = getenv(fam->rank);
-        if (!r || !*r) continue;
         const char *w = getenv(fam->world);
+        int own = !strcmp(fam->source, "baton") || !strcmp(fam->source, "torchrun");
+        if ((!r || !*r) && own && w && *w)
+            return baton__fail(BATON_EINVAL, "%s='%s' is set but %s is not: set both (rank and world size) or neither",
+                               fam->world, w, fam->rank);
+        if (!r || !*r) continue;
+        /* Slurm's variables describe the job in the batch script too (SLURM_PROCID=0 of SLURM_NTASKS); only a
+         * task of a job step (srun, which sets SLURM_STEP_ID) is one rank of a data-parallel job. */
+        if (!strcmp(fam->source, "slurm") && !getenv("SLURM_STEP_ID")) continue;
         if (!w || !*w)
             return baton__fail(BATON_EINVAL, "%s is set but %s is not: set both (rank and world size) or neither",
                                fam->rank, fam->world);
@@ -70,6 +107,10 @@ int baton__identity_from_env(baton_identity *id) {
         if (id->nnodes > 0 && id->node_rank >= id->nnodes)
             return baton__fail(BATON_EINVAL, "%s=%d must be below %s=%d", fam->node_rank, id->node_rank, fam->nnodes,
                                id->nnodes);
+        if (!strcmp(fam->source, "slurm") && id->local_world < 0) {
+            id->local_world = slurm_local_world(id->node_rank);
+            if (id->local_world > 0 && id->local_rank >= id->local_world) id->local_world = -1;
+        }
         int restart;
         if ((rc = opt_var(fam->restart, 0, 1 << 30, &restart)) < 0) return rc;
         id->restart = restart < 0 ? 0 : restart;
@@ -123,6 +164,21 @@ static void local_job_key(char *out, size_t n) {
     snprintf(out, n, "h%lx", h);
 }
 
+/* The store hand-off file of a launcher-less single-node job: in baton's private per-user directory, named
+ * by a key every rank of the job computes alike. */
+static int handoff_path(baton_store_plan *plan) {
+    char key[96], dir[sizeof plan->file - 120];
+    local_job_key(key, sizeof key);
+    int rc = baton__private_dir(dir, sizeof dir);
+    if (rc < 0) return rc;
+    snprintf(plan->file, sizeof plan->file, "%s/store-%s", dir, key);
+    return BATON_OK;
+}
+
+static int is_loopback(const char *host) {
+    return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]");
+}
+
 int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan) {
     memset(plan, 0, sizeof *plan);
     const char *s;
@@ -152,7 +208,10 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
         return BATON_OK;  /* the launcher hosts the store */
     }
     const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
-    int single_node = (id->local_world > 0 && id->local_world == id->world) || (id->nnodes == 1);
+    /* One node when the launcher says so, or when rank 0's store is on a loopback address: torchrun's
+     * variables set by hand on one host (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, no LOCAL_WORLD_SIZE). */
+    int single_node = (id->local_world > 0 && id->local_world == id->world) || (id->nnodes == 1) ||
+                      (ma && is_loopback(ma));
     if (ma && *ma && mp && *mp) {
         long port;
         if (baton__parse_long(mp, 1, 65535, &port) < 0)
@@ -171,9 +230,8 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
                 return baton__fail(BATON_EINVAL, "a multi-node job started by %s needs BATON_SECRET (64 hex "
                                                  "characters, the same on every node) to authenticate its store",
                                    id->source);
-            char key[96];
-            local_job_key(key, sizeof key);
-            snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
+            int rc2 = handoff_path(plan);
+            if (rc2 < 0) return rc2;
         }
         return BATON_OK;
     }
@@ -185,8 +243,5 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
     snprintf(plan->host, sizeof plan->host, "127.0.0.1");
     plan->port = 0;
     plan->host_it = id->rank == 0;
-    char key[96];
-    local_job_key(key, sizeof key);
-    snprintf(plan->file, sizeof plan->file, "/tmp/baton-%u-%s.store", (unsigned)getuid(), key);
-    return BATON_OK;
+    return handoff_path(plan);
 }

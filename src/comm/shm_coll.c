@@ -51,8 +51,51 @@ static int wait_free(baton_comm *c, uint64_t g, uint64_t deadline) {
 
 static void post(baton_comm *c, uint64_t v) { baton__shm_post(c->shm, BATON_SHM_CTR_BIG, v); }
 
+/* ---- do the local ranks agree on the running collective? ------------------------------------------ */
+
+/* Local rank r's packed descriptor (announced or published) against ours. */
+static int compare_packed(baton_comm *c, int r, const uint8_t packed[BATON_DESC_BYTES]) {
+    baton_coll_desc theirs;
+    int rc = baton__desc_unpack(packed, &theirs);
+    if (rc < 0) return baton__fail_ctx(rc, "rank %d's shared-memory announcement: ", c->local_ranks[r]);
+    return baton__desc_check(c->desc, &theirs, c->local_ranks[r]);
+}
+
+/* Once every rank is known to have entered the collective: r's announcement for it must agree with ours. */
+static int check_one(baton_comm *c, int r) {
+    if (r == c->local_rank) return BATON_OK;
+    uint8_t b[BATON_DESC_BYTES];
+    uint64_t latest, l2;
+    int have = baton__shm_announced(c->shm, r, c->desc->seq, b, &latest);
+    if (latest < c->desc->seq) {
+        char x[128] = "its start", y[128];
+        baton_coll_desc theirs;
+        if (latest && baton__shm_announced(c->shm, r, latest, b, &l2) && baton__desc_unpack(b, &theirs) == BATON_OK)
+            baton__desc_format(&theirs, x, sizeof x);
+        baton__desc_format(c->desc, y, sizeof y);
+        return baton__fail(BATON_EMISMATCH, "collective mismatch: rank %d is still at %s while this rank runs %s",
+                           c->local_ranks[r], x, y);
+    }
+    return have ? compare_packed(c, r, b) : BATON_OK;
+}
+
 /* After the first wait that every rank has passed: do all agree on what this collective is? */
-static int check_peers(baton_comm *c) { return baton__shm_check_peers(c->shm, c->desc); }
+static int check_peers(baton_comm *c) {
+    for (int r = 0; r < c->local_size; r++) {
+        int rc = check_one(c, r);
+        if (rc < 0) return rc;
+    }
+    return BATON_OK;
+}
+
+int baton__shm_peer_check(void *ctx, int r) {
+    baton_comm *c = ctx;
+    const baton_coll_desc *d = c->desc;
+    if (!d || r == c->local_rank) return BATON_OK;
+    uint8_t b[BATON_DESC_BYTES];
+    uint64_t latest;
+    return baton__shm_announced(c->shm, r, d->seq, b, &latest) ? compare_packed(c, r, b) : BATON_OK;
+}
 
 /* Chunk k of a direct collective: its number g among all chunks of the communicator, its staging buffer
  * b = g % 2, and the elements [off, off + m) it covers. */
@@ -101,7 +144,7 @@ static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t c
     int p = (int)(s & 1);
     uint8_t *slot = baton__shm_small(c->shm, me, p);
     memcpy(slot + BATON_SHM_SMALL_DATA, send, count * baton_dtype_size(dt));
-    baton__shm_small_publish((baton_shm_small_hdr *)slot, s, c->desc);
+    baton__shm_small_publish((baton_shm_small_hdr *)slot, s, c->desc_packed);
     uint8_t *base = baton__shm_small(c->shm, 0, p);
     size_t stride = (size_t)((uint8_t *)baton__shm_small(c->shm, L > 1 ? 1 : 0, p) - base);
     int rc = baton__shm_wait_all_at(c->shm, base, stride, s, deadline);
@@ -109,7 +152,8 @@ static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t c
     const void *srcs[BATON_SHM_MAX_LOCAL];
     for (int q = 0; q < L; q++) {
         const uint8_t *qs = base + (size_t)q * stride;
-        if (q != me && (rc = baton__shm_small_check(c->shm, q, (const baton_shm_small_hdr *)qs, c->desc)) < 0)
+        if (q != me && memcmp(((const baton_shm_small_hdr *)qs)->desc, c->desc_packed, BATON_DESC_BYTES) != 0 &&
+            (rc = compare_packed(c, q, ((const baton_shm_small_hdr *)qs)->desc)) < 0)
             return rc;
         srcs[q] = qs + BATON_SHM_SMALL_DATA;
     }
@@ -391,7 +435,7 @@ int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt,
         } else { /* wait for the root's chunk, take it */
             chunk_at(c, k, chunk, count, &p);
             if ((rc = baton__shm_wait_one(c->shm, root, BATON_SHM_CTR_BIG, 3 * p.g + 3, deadline)) < 0) return rc;
-            if (k == 0 && (rc = baton__shm_check_one(c->shm, root, c->desc)) < 0) return rc;
+            if (k == 0 && (rc = check_one(c, root)) < 0) return rc;
             memcpy(data + p.off * esz, baton__shm_stage(c->shm, root, p.b), p.m * esz);
         }
         post(c, 3 * p.g + 3);

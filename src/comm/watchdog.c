@@ -91,10 +91,13 @@ static void *watchdog_main(void *arg) {
         if (seq != warned_seq) warned_seq = seq, next_warn = 0;
         if (now < next_warn) continue;
         next_warn = now + (uint64_t)(c->stall_s * 1e9);
-        uint64_t meta = atomic_load_explicit(&c->running_meta, memory_order_relaxed);
-        baton_coll_desc d = {.seq = seq, .count = atomic_load_explicit(&c->running_count, memory_order_relaxed),
-                             .kind = (uint8_t)meta, .dtype = (uint8_t)(meta >> 8), .op = (uint8_t)(meta >> 16),
-                             .root = (int32_t)(uint32_t)(meta >> 32)};
+        uint8_t packed[BATON_DESC_BYTES];
+        for (int i = 0; i < BATON_DESC_BYTES / 8; i++) {
+            uint64_t w = atomic_load_explicit(&c->running_desc[i], memory_order_relaxed);
+            memcpy(packed + 8 * i, &w, 8);
+        }
+        baton_coll_desc d;
+        if (baton__desc_unpack(packed, &d) < 0 || d.seq != seq) continue;   /* changed under us */
         if (atomic_load_explicit(&c->running_seq, memory_order_acquire) != seq) continue;
         pthread_mutex_unlock(&c->mu);
         warn_stall(c, &st, &d, waited);

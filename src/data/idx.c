@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "baton/data.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define IDX_MAX_SAMPLES 10000000
@@ -20,8 +22,13 @@ typedef struct {
 
 static int idx_open(idx_file *f, const char *path) {
     f->path = path;
-    f->f = gzopen(path, "rb");
-    if (!f->f) return baton__fail(BATON_EIO, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    int fd = baton__open_regular(path); /* never blocks on a FIFO; regular files only */
+    if (fd < 0) return fd == BATON_ENOTFOUND ? baton__fail(BATON_EIO, "%s: cannot open: does not exist", path) : fd;
+    f->f = gzdopen(fd, "rb");
+    if (!f->f) {
+        close(fd);
+        return baton__fail(BATON_EIO, "%s: cannot open: %s", path, strerror(errno ? errno : ENOMEM));
+    }
     return BATON_OK;
 }
 

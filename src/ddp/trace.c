@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "baton/ddp.h"
+#include "util/files.h"
 #include "util/util.h"
 
 enum { NTRACKS = 2, REC = 5 };   /* i64 fields per gathered span */
@@ -65,8 +66,12 @@ void baton_trace_span(baton_trace *t, int track, baton_event ev, int arg, uint64
 }
 
 static int write_json(const char *path, const int64_t *recs, const int64_t *counts, int world, size_t stride) {
-    FILE *f = fopen(path, "w");
-    if (!f) return baton__fail(BATON_EIO, "trace: cannot write %s", path);
+    /* Built in memory, then written as one file under a temporary name and renamed in (util/files.h): a
+     * symlink planted at the name in a shared directory is replaced, never written through. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return baton__fail(BATON_ENOMEM, "trace: out of memory for %s", path);
     int64_t origin = INT64_MAX;
     for (int r = 0; r < world; r++)
         for (int64_t i = 0; i < counts[r]; i++) {
@@ -95,7 +100,13 @@ static int write_json(const char *path, const int64_t *recs, const int64_t *coun
         }
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) return baton__fail(BATON_EIO, "trace: error writing %s", path);
+    if (fclose(f) != 0) {
+        free(text);
+        return baton__fail(BATON_ENOMEM, "trace: out of memory for %s", path);
+    }
+    int rc = baton__write_atomic(path, text, len, 0);
+    free(text);
+    if (rc < 0) return baton__fail_ctx(rc, "trace: ");
     return BATON_OK;
 }
 

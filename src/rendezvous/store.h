@@ -39,6 +39,10 @@ void baton_store_server_stop(baton_store_server *srv);   /* NULL is a no-op; clo
 int baton_store_connect(const char *host, int port, const uint8_t *secret, size_t secret_len,
                         double timeout_s, baton_store **out);
 void baton_store_close(baton_store *st);                  /* NULL is a no-op */
+/* Bounds every later request that does not wait for a key (and the grace on top of waits) by s seconds,
+ * instead of the connect timeout: a caller that must not hang on a frozen store (a failure report) lowers it.
+ * A request that runs out of time leaves the connection unusable for later requests. */
+void baton_store_set_io_timeout(baton_store *st, double s);
 int baton_store_set(baton_store *st, const char *key, const void *val, size_t len);
 /* Waits up to timeout_s for the key to exist; *val is malloc'ed (caller frees), NUL-terminated for
  * convenience (the terminator is not counted in *len). BATON_ETIMEDOUT if it never appears. */

@@ -214,6 +214,10 @@ int baton_store_connect(const char *host, int port, const uint8_t *secret, size_
     return BATON_OK;
 }
 
+void baton_store_set_io_timeout(baton_store *st, double s) {
+    if (st && s > 0) st->io_timeout_s = s;
+}
+
 void baton_store_close(baton_store *st) {
     if (!st) return;
     if (st->fd >= 0) close(st->fd);

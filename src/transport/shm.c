@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/frame.h"
 #include "util/util.h"
 
 #define SHM_MAGIC_READY 0x6261746f6e53484dull /* "batonSHM": stored last by the creator */
@@ -35,7 +34,8 @@ typedef struct {
 } shm_header;
 
 struct baton_shm {
-    baton_coll_desc current;  /* the collective this rank runs now (seq 0: none yet) */
+    int (*peer_check)(void *ctx, int local_rank); /* the communicator's check of a waited-for rank */
+    void *peer_ctx;
     uint8_t *base;
     size_t bytes;
     int local_rank, local_size;
@@ -212,84 +212,40 @@ void baton__shm_post(baton_shm *s, baton_shm_ctr c, uint64_t v) {
 _Static_assert(sizeof(baton_shm_rank) % BATON_SHM_CACHELINE == 0, "rank blocks are whole cache lines");
 _Static_assert(sizeof(baton_shm_small_hdr) == BATON_SHM_SMALL_DATA, "small slot header size");
 
-static uint32_t meta_of(const baton_coll_desc *d) {
-    return (uint32_t)d->kind | (uint32_t)d->dtype << 8 | (uint32_t)d->op << 16;
-}
-
-static baton_coll_desc desc_of(uint64_t seq, uint64_t count, uint32_t meta, int32_t root) {
-    baton_coll_desc d = {.seq = seq, .count = count, .kind = (uint8_t)(meta & 0xff),
-                         .dtype = (uint8_t)(meta >> 8 & 0xff), .op = (uint8_t)(meta >> 16 & 0xff), .root = root};
-    return d;
-}
-
-void baton__shm_announce(baton_shm *s, const baton_coll_desc *d) {
+void baton__shm_announce(baton_shm *s, uint64_t seq, const uint8_t desc[BATON_SHM_DESC_BYTES]) {
     baton_shm_rank *me = &s->ranks[s->local_rank];
-    baton_shm_desc *slot = &me->desc[d->seq % BATON_SHM_DESC_RING];
-    slot->count = d->count;
-    slot->meta = meta_of(d);
-    slot->root = d->root;
-    atomic_store_explicit(&slot->seq, d->seq, memory_order_release);
-    atomic_store_explicit(&me->announced, d->seq, memory_order_release);
-    s->current = *d;
+    baton_shm_desc *slot = &me->desc[seq % BATON_SHM_DESC_RING];
+    atomic_store_explicit(&slot->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    memcpy(slot->bytes, desc, BATON_SHM_DESC_BYTES);
+    atomic_store_explicit(&slot->seq, seq, memory_order_release);
+    atomic_store_explicit(&me->announced, seq, memory_order_release);
 }
 
-/* Local rank r announced a seq >= mine->seq: does its descriptor for mine->seq agree? Only a definite
- * disagreement is an error: a rank far ahead (through collectives that move no data) may have overwritten
- * the entry, and then there is nothing to compare. */
-static int compare_announced(baton_shm *s, int r, const baton_coll_desc *mine) {
-    baton_shm_desc *slot = &s->ranks[r].desc[mine->seq % BATON_SHM_DESC_RING];
-    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-    if (seq != mine->seq) return BATON_OK;
-    baton_coll_desc theirs = desc_of(seq, slot->count, slot->meta, slot->root);
-    /* the entry may be rewritten while we read it: re-read the sequence number */
-    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != seq) return BATON_OK;
-    return baton__desc_check(mine, &theirs, s->global_ranks[r]);
+/* A reader copies the entry between two reads of its sequence number; a writer clears the number before it
+ * rewrites the bytes, so an entry read whole under the same number twice is one writer's. */
+int baton__shm_announced(baton_shm *s, int r, uint64_t seq, uint8_t out[BATON_SHM_DESC_BYTES], uint64_t *latest) {
+    *latest = atomic_load_explicit(&s->ranks[r].announced, memory_order_acquire);
+    if (*latest < seq) return 0;
+    baton_shm_desc *slot = &s->ranks[r].desc[seq % BATON_SHM_DESC_RING];
+    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != seq) return 0;
+    memcpy(out, slot->bytes, BATON_SHM_DESC_BYTES);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&slot->seq, memory_order_relaxed) == seq;
 }
 
-int baton__shm_check_peers(baton_shm *s, const baton_coll_desc *d) {
-    for (int r = 0; r < s->local_size; r++) {
-        int rc = baton__shm_check_one(s, r, d);
-        if (rc < 0) return rc;
-    }
-    return BATON_OK;
+void baton__shm_set_peer_check(baton_shm *s, int (*check)(void *ctx, int local_rank), void *ctx) {
+    s->peer_check = check;
+    s->peer_ctx = ctx;
 }
 
-int baton__shm_check_one(baton_shm *s, int r, const baton_coll_desc *d) {
-    {
-        if (r == s->local_rank) return BATON_OK;
-        uint64_t a = atomic_load_explicit(&s->ranks[r].announced, memory_order_acquire);
-        if (a < d->seq) {
-            baton_shm_desc *last = &s->ranks[r].desc[a % BATON_SHM_DESC_RING];
-            baton_coll_desc theirs = desc_of(a, last->count, last->meta, last->root);
-            char x[128], y[128];
-            baton__desc_format(&theirs, x, sizeof x);
-            baton__desc_format(d, y, sizeof y);
-            return baton__fail(BATON_EMISMATCH, "collective mismatch: rank %d is still at %s while this rank runs %s",
-                               s->global_ranks[r], a ? x : "its start", y);
-        }
-        return compare_announced(s, r, d);
-    }
-}
-
-/* While waiting for rank r: if it announced this collective or a later one, its descriptor must agree. */
 static int check_waited(baton_shm *s, int r) {
-    if (!s->current.seq || r == s->local_rank) return BATON_OK;
-    uint64_t a = atomic_load_explicit(&s->ranks[r].announced, memory_order_acquire);
-    return a < s->current.seq ? BATON_OK : compare_announced(s, r, &s->current);
+    return s->peer_check && r != s->local_rank ? s->peer_check(s->peer_ctx, r) : BATON_OK;
 }
 
-void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const baton_coll_desc *d) {
-    h->seq = d->seq;
-    h->count = d->count;
-    h->meta = meta_of(d);
-    h->root = d->root;
+void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const uint8_t desc[BATON_SHM_DESC_BYTES]) {
+    memcpy(h->desc, desc, BATON_SHM_DESC_BYTES);
     atomic_store_explicit(&h->flag, flag, memory_order_release);
-}
-
-int baton__shm_small_check(baton_shm *s, int r, const baton_shm_small_hdr *h, const baton_coll_desc *d) {
-    if (h->seq == d->seq && h->count == d->count && h->meta == meta_of(d) && h->root == d->root) return BATON_OK;
-    baton_coll_desc theirs = desc_of(h->seq, h->count, h->meta, h->root);
-    return baton__desc_check(d, &theirs, s->global_ranks[r]);
 }
 
 void baton__shm_abort(baton_shm *s, const char *reason) {
@@ -423,12 +379,14 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
     baton_shm_chan_ctl *in = rbytes ? chan_ctl(s, rl, me) : NULL;
     uint8_t *outd = sbytes ? chan_data(s, me, sl) : NULL;
     uint8_t *ind = rbytes ? chan_data(s, rl, me) : NULL;
-    /* With a collective descriptor set, each message is [40-byte frame header][payload]; the receiver
-     * checks the header (comm/frame.h) before it copies a payload byte. */
-    const baton_coll_desc *desc = (const baton_coll_desc *)t->desc;
-    uint8_t shdr[BATON_FRAME_BYTES], rhdr[BATON_FRAME_BYTES];
-    size_t shl = desc && sbytes ? BATON_FRAME_BYTES : 0, rhl = desc && rbytes ? BATON_FRAME_BYTES : 0;
-    if (shl) baton__frame_encode(shdr, desc, sbytes);
+    /* With a message header set, each message is [header][payload]; the receiver checks the header with
+     * its validator before it copies a payload byte. */
+    const baton_msg_hdr *mh = t->hdr;
+    uint8_t shdr[BATON_MSG_HDR_MAX], rhdr[BATON_MSG_HDR_MAX];
+    if (mh && mh->bytes > BATON_MSG_HDR_MAX)
+        return baton__fail(BATON_EINVAL, "shm transport: message header of %zu bytes is too long", mh->bytes);
+    size_t shl = mh && sbytes ? mh->bytes : 0, rhl = mh && rbytes ? mh->bytes : 0;
+    if (shl) mh->pack(mh->ctx, shdr, sbytes);
     size_t stotal = shl + sbytes, rtotal = rhl + rbytes; /* bytes of this message in each direction */
     const uint8_t *sp = sbuf;
     uint8_t *rp = rbuf;
@@ -472,7 +430,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
                 got += n;
                 moved = 1;
                 if (rhl && got == rhl) {
-                    int rc = baton__frame_check(desc, rbytes, rhdr, rpeer);
+                    int rc = mh->check(mh->ctx, rhdr, rbytes, rpeer);
                     if (rc < 0) return rc;
                 }
                 if (got > rhl) baton__progress(progress, &reported, got - rhl, rbytes);

@@ -26,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/frame.h"
 #include "transport/transport.h"
 
 enum {
@@ -48,12 +47,12 @@ typedef struct {
     char pad[BATON_SHM_CACHELINE - sizeof(uint64_t)];
 } baton_shm_counter;
 
-/* One announced collective descriptor (transport/frame.h), readable by peers once seq is stored. */
+/* One announced collective descriptor: the communicator's packed form (comm/desc.h), opaque here,
+ * readable by peers once seq is stored. */
+enum { BATON_SHM_DESC_BYTES = 24 };
 typedef struct {
-    _Atomic uint64_t seq;  /* stored last (release) */
-    uint64_t count;
-    uint32_t meta;         /* kind | dtype << 8 | op << 16 */
-    int32_t root;
+    _Atomic uint64_t seq;                      /* stored last (release) */
+    uint8_t bytes[BATON_SHM_DESC_BYTES];
 } baton_shm_desc;
 
 /* Collectives that move no data (count 0) let a rank run ahead of the others; a ring this long keeps
@@ -106,25 +105,25 @@ int baton__shm_wait_one(baton_shm *shm, int local_rank, baton_shm_ctr c, uint64_
 /* The general form: rank r's word is at base + r * stride (e.g. the sequence words of small slots). */
 int baton__shm_wait_all_at(baton_shm *shm, const void *base, size_t stride, uint64_t v, uint64_t deadline_ns);
 
-/* Announces the collective this rank now runs (before its first post or message), so that peers can
- * compare. Waits of this rank also check, now and then, whether a rank they wait for announced something
- * else for this sequence number (BATON_EMISMATCH) instead of waiting for the timeout. */
-void baton__shm_announce(baton_shm *shm, const baton_coll_desc *d);
-/* Compares every local rank's descriptor for d->seq with d: BATON_OK or BATON_EMISMATCH naming the rank
- * and both descriptors. Call once every rank is known to have entered the collective. */
-int baton__shm_check_peers(baton_shm *shm, const baton_coll_desc *d);
-/* The same for one local rank (a broadcast's root, which the others wait on alone). */
-int baton__shm_check_one(baton_shm *shm, int local_rank, const baton_coll_desc *d);
-/* A small slot's header: the flag the readers wait on, and the writer's descriptor, checked by readers. */
+/* Announces the collective this rank now runs (its sequence number and packed descriptor, opaque here)
+ * before its first post or message, so that peers can compare. */
+void baton__shm_announce(baton_shm *shm, uint64_t seq, const uint8_t desc[BATON_SHM_DESC_BYTES]);
+/* What local rank r announced: *latest is its latest sequence number; returns 1 with r's descriptor for
+ * seq in out when r announced seq and the entry was read whole, else 0 (not yet announced, or already
+ * overwritten by a rank far ahead: nothing to compare). */
+int baton__shm_announced(baton_shm *shm, int local_rank, uint64_t seq, uint8_t out[BATON_SHM_DESC_BYTES],
+                         uint64_t *latest);
+/* The communicator's check of a rank this rank waits for (did it announce something else for the running
+ * collective?). Waits call it now and then for the ranks they wait on and stop with its error instead of
+ * waiting for the timeout. NULL: no check. */
+void baton__shm_set_peer_check(baton_shm *shm, int (*check)(void *ctx, int local_rank), void *ctx);
+/* A small slot's header: the flag the readers wait on, and the writer's packed descriptor, which readers
+ * compare with their own. */
 typedef struct {
     _Atomic uint64_t flag;  /* the small all-reduce's own sequence number, stored last (release) */
-    uint64_t seq;           /* descriptor of the collective (see baton_shm_desc) */
-    uint64_t count;
-    uint32_t meta;
-    int32_t root;
+    uint8_t desc[BATON_SHM_DESC_BYTES];
 } baton_shm_small_hdr;
-void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const baton_coll_desc *d);
-int baton__shm_small_check(baton_shm *shm, int local_rank, const baton_shm_small_hdr *h, const baton_coll_desc *d);
+void baton__shm_small_publish(baton_shm_small_hdr *h, uint64_t flag, const uint8_t desc[BATON_SHM_DESC_BYTES]);
 
 /* Marks the segment aborted with a reason so that every waiter stops at once (first writer wins). */
 void baton__shm_abort(baton_shm *shm, const char *reason);

@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/frame.h"
 #include "util/util.h"
 
 enum {
@@ -46,9 +45,16 @@ static const char *refuse_name(uint32_t st) {
 
 typedef struct {
     baton_transport base;
-    int *fds;          /* [world] socket per peer; -1 for this rank */
+    int *fds;          /* [world] socket per peer; -1: not connected (yet), and for this rank */
     uint64_t spin_ns;  /* busy-poll budget before blocking in ppoll */
     int respin;        /* spin again after every wake-up (ranks on this host <= cores), else once per call */
+    int listen_fd;     /* our own duplicate of the rank's listening socket; -1 when no higher rank can come */
+    int bufsz;         /* BATON_TCP_BUF_KB in bytes (0: kernel autotuning) */
+    int nsock;         /* connections open */
+    uint8_t secret[BATON_TCP_SECRET_BYTES];
+    baton_tcp_addr_fn addr_of;   /* where a lower rank listens (asked on first use) */
+    void *addr_ctx;
+    char **addrs;      /* [world] copies of the addresses given up front (baton__tcp_transport_create), or NULL */
 } tcp_transport;
 
 /* ---- small helpers ------------------------------------------------------------------------------- */
@@ -302,17 +308,60 @@ static void peer_name(const struct sockaddr_storage *ss, char *buf, size_t cap) 
     snprintf(buf, cap, "%s:%s", h, p);
 }
 
-static int accept_all(tcp_transport *t, int listen_fd, const uint8_t *secret, uint64_t deadline, int bufsz) {
-    int rank = t->base.rank, world = t->base.world;
-    int missing = world - 1 - rank;
+/* Accepts one pending connection (the listening socket is non-blocking) and runs the acceptor's half of
+ * the handshake. 1: a rank got in (t->fds[from] set); 0: nothing pending, or a connection was refused
+ * (logged, and appended to `refused` when given); < 0: a system error. */
+static int accept_one(tcp_transport *t, uint64_t deadline, char *refused, size_t refcap, int *refused_status) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept4(t->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return 0;
+        if (errno == EMFILE || errno == ENFILE)
+            return baton__fail(BATON_ESYS, "tcp: accept: %s (raise the open-file limit: ulimit -n)", strerror(errno));
+        return baton__fail(BATON_ESYS, "tcp: accept: %s", strerror(errno));
+    }
+    set_bufs(fd, t->bufsz);
+    if (set_stream_opts(fd) < 0) { close(fd); return BATON_ESYS; }
+    uint64_t hs_deadline = baton__deadline_after(HANDSHAKE_MAX_S);
+    if (hs_deadline > deadline) hs_deadline = deadline;
+    char why[200];
+    int from = handshake_accept(fd, t->base.rank, t->base.world, t->fds, t->secret, hs_deadline, why, sizeof why);
+    if (from < 0) {
+        char who[160];
+        peer_name(&ss, who, sizeof who);
+        BATON_WARN("tcp: refused a connection from %s: %s", who, why);
+        size_t len = refused ? strlen(refused) : 0;
+        if (refused && len < refcap - 1) snprintf(refused + len, refcap - len, "%s%s %s", len ? "; " : "", who, why);
+        if (refused_status) {
+            if (from == BATON_EAUTH) *refused_status = BATON_EAUTH;
+            else if (!*refused_status) *refused_status = BATON_EPROTO;
+        }
+        close(fd);
+        return 0;
+    }
+    t->fds[from] = fd;
+    t->nsock++;
+    BATON_DEBUG("tcp: rank %d accepted rank %d (%d socket%s open)", t->base.rank, from, t->nsock, t->nsock > 1 ? "s" : "");
+    return 1;
+}
+
+/* Waits until every rank in [lo, hi) has connected (accepting whoever comes meanwhile). */
+static int accept_until(tcp_transport *t, int lo, int hi, uint64_t deadline) {
     char refused[384] = "";
     int refused_status = 0;
-    while (missing > 0) {
-        int rc = wait_fd(listen_fd, POLLIN, deadline);
+    for (;;) {
+        int missing = 0;
+        for (int r = lo; r < hi; r++) missing += t->fds[r] < 0;
+        if (!missing) return BATON_OK;
+        int rc = accept_one(t, deadline, refused, sizeof refused, &refused_status);
+        if (rc < 0) return rc;
+        if (rc > 0) continue;
+        rc = wait_fd(t->listen_fd, POLLIN, deadline);
         if (rc == BATON_ETIMEDOUT) {
             char list[160] = "";
             size_t len = 0;
-            for (int r = rank + 1; r < world && len < sizeof list - 12; r++)
+            for (int r = lo; r < hi && len < sizeof list - 12; r++)
                 if (t->fds[r] < 0) len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? ", " : "", r);
             if (refused[0])
                 return baton__fail(refused_status ? refused_status : BATON_ETIMEDOUT,
@@ -320,34 +369,34 @@ static int accept_all(tcp_transport *t, int listen_fd, const uint8_t *secret, ui
             return baton__fail(BATON_ETIMEDOUT, "tcp: timed out waiting for rank(s) %s to connect", list);
         }
         if (rc < 0) return rc;
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
-            return baton__fail(BATON_ESYS, "tcp: accept: %s", strerror(errno));
-        }
-        set_bufs(fd, bufsz);
-        if (set_stream_opts(fd) < 0) { close(fd); return BATON_ESYS; }
-        uint64_t hs_deadline = baton__deadline_after(HANDSHAKE_MAX_S);
-        if (hs_deadline > deadline) hs_deadline = deadline;
-        char why[200];
-        int from = handshake_accept(fd, rank, world, t->fds, secret, hs_deadline, why, sizeof why);
-        if (from < 0) {
-            char who[160];
-            peer_name(&ss, who, sizeof who);
-            BATON_WARN("tcp: refused a connection from %s: %s", who, why);
-            size_t len = strlen(refused);
-            if (len < sizeof refused - 1)
-                snprintf(refused + len, sizeof refused - len, "%s%s %s", len ? "; " : "", who, why);
-            if (from == BATON_EAUTH) refused_status = BATON_EAUTH;
-            else if (!refused_status) refused_status = BATON_EPROTO;
-            close(fd);
-            continue;
-        }
-        t->fds[from] = fd;
-        missing--;
     }
+}
+
+/* The connection to `peer`, made on first use: a lower rank is dialled, a higher one is waited for (it
+ * dials us). Any rank waiting in a sendrecv also accepts whoever dials it, so a rank that dials is only
+ * ever waiting for a rank below it, and the chain of such waits ends. */
+static int ensure_peer(tcp_transport *t, int peer, uint64_t deadline) {
+    if (t->fds[peer] >= 0) return BATON_OK;
+    if (peer > t->base.rank) {
+        if (t->listen_fd < 0) return baton__fail(BATON_EINVAL, "tcp: rank %d cannot accept rank %d (no listener)",
+                                                 t->base.rank, peer);
+        return accept_until(t, peer, peer + 1, deadline);
+    }
+    char addr[320];
+    int rc;
+    if (t->addrs) snprintf(addr, sizeof addr, "%s", t->addrs[peer]);
+    else if (!t->addr_of) return baton__fail(BATON_EINVAL, "tcp: no way to find rank %d's address", peer);
+    else if ((rc = t->addr_of(t->addr_ctx, peer, addr, sizeof addr, deadline)) < 0) return rc;
+    int fd = -1;
+    if ((rc = dial(addr, peer, deadline, t->bufsz, &fd)) < 0) return rc;
+    if ((rc = handshake_connect(fd, t->base.rank, t->base.world, peer, t->secret, deadline)) < 0) {
+        close(fd);
+        return rc;
+    }
+    t->fds[peer] = fd;
+    t->nsock++;
+    BATON_DEBUG("tcp: rank %d connected to rank %d (%d socket%s open)", t->base.rank, peer, t->nsock,
+                t->nsock > 1 ? "s" : "");
     return BATON_OK;
 }
 
@@ -377,38 +426,51 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         }
         return baton__fail(BATON_EINVAL, "tcp: rank %d cannot send to / receive from itself here", bt->rank);
     }
+    /* A lower peer not connected yet is dialled now; a higher one is waited for below, while the other
+     * direction moves (a peer that never comes, e.g. one that runs another collective, must not keep us
+     * from reading what the other peer sends: that is where a mismatch shows). */
+    int rc0;
+    if ((speer >= 0 && speer < bt->rank && (rc0 = ensure_peer(t, speer, deadline)) < 0) ||
+        (rpeer >= 0 && rpeer < bt->rank && (rc0 = ensure_peer(t, rpeer, deadline)) < 0))
+        return rc0;
+    if (((speer > bt->rank && t->fds[speer] < 0) || (rpeer > bt->rank && t->fds[rpeer] < 0)) && t->listen_fd < 0)
+        return baton__fail(BATON_EINVAL, "tcp: rank %d cannot accept connections (no listener)", bt->rank);
     int sfd = speer >= 0 ? t->fds[speer] : -1, rfd = rpeer >= 0 ? t->fds[rpeer] : -1;
     const char *sp = sbuf;
     char *rp = rbuf;
     size_t sdone = 0, rdone = 0;
     uint64_t spin_until = 0;
     int spun = 0;
-    /* Framing (see comm/frame.h): a header goes out in front of the payload in the same sendmsg; the
-     * incoming header is read into a bounce buffer together with up to FRAME_BOUNCE payload bytes (one
-     * recv for small messages), checked, and only then is any payload copied into rbuf. Never more than
-     * this message's bytes are read from the stream. */
+    /* Message headers (bt->hdr, opaque here): a header goes out in front of the payload in the same
+     * sendmsg; the incoming header is read into a bounce buffer together with up to FRAME_BOUNCE payload
+     * bytes (one recv for small messages), checked by the header's validator, and only then is any
+     * payload copied into rbuf. Never more than this message's bytes are read from the stream. */
     enum { FRAME_BOUNCE = 4096 };
-    const baton_coll_desc *desc = (const baton_coll_desc *)bt->desc;
-    uint8_t shdr[BATON_FRAME_BYTES], bounce[BATON_FRAME_BYTES + FRAME_BOUNCE];
+    const baton_msg_hdr *mh = bt->hdr;
+    const size_t hl = mh ? mh->bytes : 0;
+    uint8_t shdr[BATON_MSG_HDR_MAX], bounce[BATON_MSG_HDR_MAX + FRAME_BOUNCE];
     size_t shdr_len = 0, shdr_done = 0, rb_len = 0, rb_want = 0, reported = 0;
     int rhdr_ok = 1;
-    if (desc && sbytes) {
-        baton__frame_encode(shdr, desc, sbytes);
-        shdr_len = BATON_FRAME_BYTES;
+    if (hl > BATON_MSG_HDR_MAX) return baton__fail(BATON_EINVAL, "tcp: message header of %zu bytes is too long", hl);
+    if (mh && sbytes) {
+        mh->pack(mh->ctx, shdr, sbytes);
+        shdr_len = hl;
     }
-    if (desc && rbytes) {
+    if (mh && rbytes) {
         rhdr_ok = 0;
-        rb_want = BATON_FRAME_BYTES + (rbytes < FRAME_BOUNCE ? rbytes : FRAME_BOUNCE);
+        rb_want = hl + (rbytes < FRAME_BOUNCE ? rbytes : FRAME_BOUNCE);
     }
     while (shdr_done < shdr_len || sdone < sbytes || !rhdr_ok || rdone < rbytes) {
         int progressed = 0;
-        if (shdr_done < shdr_len || sdone < sbytes) {
+        if (sfd < 0 && speer >= 0) sfd = t->fds[speer];   /* a higher peer may have connected meanwhile */
+        if (rfd < 0 && rpeer >= 0) rfd = t->fds[rpeer];
+        if (sfd >= 0 && (shdr_done < shdr_len || sdone < sbytes)) {
             struct iovec iov[2];
             int niov = 0;
             if (shdr_done < shdr_len) iov[niov++] = (struct iovec){shdr + shdr_done, shdr_len - shdr_done};
             if (sdone < sbytes) iov[niov++] = (struct iovec){(void *)(sp + sdone), sbytes - sdone};
-            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-            ssize_t k = sendmsg(sfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+            ssize_t k = sendmsg(sfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (k > 0) {
                 size_t h = shdr_len - shdr_done < (size_t)k ? shdr_len - shdr_done : (size_t)k;
                 shdr_done += h;
@@ -418,17 +480,19 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
                 return io_error(speer, errno, "sending");
             }
         }
-        if (!rhdr_ok) {
+        if (rfd < 0) {
+            /* not connected yet: nothing to read */
+        } else if (!rhdr_ok) {
             ssize_t k = recv(rfd, bounce + rb_len, rb_want - rb_len, MSG_DONTWAIT);
             if (k > 0) {
                 rb_len += (size_t)k;
                 progressed = 1;
-                if (rb_len >= BATON_FRAME_BYTES) {
-                    int rc = baton__frame_check(desc, rbytes, bounce, rpeer);
+                if (rb_len >= hl) {
+                    int rc = mh->check(mh->ctx, bounce, rbytes, rpeer);
                     if (rc < 0) return rc;
                     rhdr_ok = 1;
-                    rdone = rb_len - BATON_FRAME_BYTES;
-                    memcpy(rp, bounce + BATON_FRAME_BYTES, rdone);
+                    rdone = rb_len - hl;
+                    memcpy(rp, bounce + hl, rdone);
                     baton__progress(progress, &reported, rdone, rbytes);
                 }
             } else if (k == 0) {
@@ -453,6 +517,9 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         if (progressed) continue;
         uint64_t now = baton__now_ns();
         if (now >= deadline) {
+            if ((speer >= 0 && sfd < 0) || (rpeer >= 0 && rfd < 0))
+                return baton__fail(BATON_ETIMEDOUT, "timed out waiting for rank %d to connect",
+                                   speer >= 0 && sfd < 0 ? speer : rpeer);
             if (rdone < rbytes && sdone < sbytes)
                 return baton__fail(BATON_ETIMEDOUT,
                                    "timed out waiting for rank %d (received %zu of %zu bytes) and rank %d (sent %zu of "
@@ -465,17 +532,24 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
         }
         if (!spun) { spun = 1; spin_until = now + t->spin_ns; }
         if (now < spin_until) { baton__cpu_relax(); continue; }
-        struct pollfd p[2];
+        struct pollfd p[3];
         int np = 0;
-        if (shdr_done < shdr_len || sdone < sbytes) p[np++] = (struct pollfd){sfd, POLLOUT, 0};
-        if (!rhdr_ok || rdone < rbytes) {
+        if (sfd >= 0 && (shdr_done < shdr_len || sdone < sbytes)) p[np++] = (struct pollfd){sfd, POLLOUT, 0};
+        if (rfd >= 0 && (!rhdr_ok || rdone < rbytes)) {
             if (np && p[0].fd == rfd) p[0].events |= POLLIN;
             else p[np++] = (struct pollfd){rfd, POLLIN, 0};
         }
+        /* while we wait, a rank that needs us may dial: let it in (see ensure_peer) */
+        int lp = t->listen_fd >= 0 ? np : -1;
+        if (lp >= 0) p[np++] = (struct pollfd){t->listen_fd, POLLIN, 0};
         uint64_t left = deadline - now;
         struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
         int k = ppoll(p, (nfds_t)np, deadline == UINT64_MAX ? NULL : &ts, NULL);
         if (k < 0 && errno != EINTR) return baton__fail(BATON_ESYS, "tcp: poll: %s", strerror(errno));
+        if (k > 0 && lp >= 0 && (p[lp].revents & POLLIN)) {
+            int rc = accept_one(t, deadline, NULL, 0, NULL);
+            if (rc < 0) return rc;
+        }
         /* With a core per rank, spinning again after each wake-up keeps a large transfer off the slow
          * sleep/wake path; with more ranks than cores it would burn the CPU its peer needs. */
         if (t->respin) spun = 0;
@@ -483,16 +557,35 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     return BATON_OK;
 }
 
+static void tcp_close(baton_transport *bt);
+static const baton_transport_ops tcp_ops = {"tcp", tcp_sendrecv, tcp_close};
+
 static void tcp_close(baton_transport *bt) {
     if (!bt) return;
     tcp_transport *t = (tcp_transport *)bt;
-    for (int r = 0; r < bt->world; r++)
+    if (t->fds && bt->world > 1) {
+        char peers[256] = "";
+        size_t len = 0;
+        for (int r = 0; r < bt->world && len < sizeof peers - 16; r++)
+            if (t->fds[r] >= 0) len += (size_t)snprintf(peers + len, sizeof peers - len, "%s%d", len ? " " : "", r);
+        BATON_DEBUG("tcp: rank %d used %d socket%s of %d peers (ranks %s%s)", bt->rank, t->nsock,
+                    t->nsock == 1 ? "" : "s", bt->world - 1, len ? peers : "none", len >= sizeof peers - 16 ? " ..." : "");
+    }
+    for (int r = 0; t->fds && r < bt->world; r++)
         if (t->fds[r] >= 0) close(t->fds[r]);
+    if (t->listen_fd >= 0) close(t->listen_fd);
+    if (t->addrs)
+        for (int r = 0; r < bt->world; r++) free(t->addrs[r]);
+    free(t->addrs);
+    sodium_memzero(t->secret, sizeof t->secret);
     free(t->fds);
     free(t);
 }
 
-static const baton_transport_ops tcp_ops = {"tcp", tcp_sendrecv, tcp_close};
+int baton__tcp_sockets(const baton_transport *bt) {
+    return bt && bt->ops == &tcp_ops ? ((const tcp_transport *)bt)->nsock : -1;
+}
+
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
@@ -535,13 +628,13 @@ int baton__tcp_listen(const char *bind_host, int *port_out, int *fd_out) {
     return baton__fail(BATON_ESYS, "tcp: cannot listen on '%s': %s", h ? h : "*", strerror(last_err));
 }
 
-int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *const *peer_addrs,
-                                const uint8_t secret[BATON_TCP_SECRET_BYTES], uint64_t deadline,
-                                baton_transport **out) {
-    if (!out || !secret || world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
+/* The transport without connections: cfg checked, knobs read, the listener duplicated. */
+static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
+    int rank = cfg->rank, world = cfg->world;
+    if (!cfg->secret || world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
         return baton__fail(BATON_EINVAL, "tcp: bad transport arguments (rank %d, world %d)", rank, world);
-    if (world > 1 && !peer_addrs) return baton__fail(BATON_EINVAL, "tcp: peer addresses missing");
-    if (rank < world - 1 && listen_fd < 0) return baton__fail(BATON_EINVAL, "tcp: rank %d needs a listening socket", rank);
+    if (rank < world - 1 && cfg->listen_fd < 0)
+        return baton__fail(BATON_EINVAL, "tcp: rank %d needs a listening socket", rank);
     if (sodium_init() < 0) return baton__fail(BATON_ESYS, "tcp: libsodium failed to initialize");
     long spin_us = 50;
     int rc = baton__env_long("BATON_TCP_SPIN_US", 50, 0, 10000, &spin_us);
@@ -550,14 +643,9 @@ int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *
     if ((rc = buf_bytes(&bufsz)) < 0) return rc;
     long respin = -1;
     if ((rc = baton__env_long("BATON_TCP_RESPIN", -1, 0, 1, &respin)) < 0 && rc != BATON_ENOTFOUND) return rc;
-    if (respin < 0) {   /* ranks that publish this rank's host share its cores */
-        char me[256], h[256];
-        int port, local = 0;
+    if (respin < 0) {   /* the ranks on this host share its cores */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        if (world > 1 && baton__tcp_split_addr(peer_addrs[rank], me, sizeof me, &port) == BATON_OK)
-            for (int r = 0; r < world; r++)
-                if (baton__tcp_split_addr(peer_addrs[r], h, sizeof h, &port) == BATON_OK && !strcmp(h, me)) local++;
-        respin = local <= (cores > 0 ? cores : 1);
+        respin = (cfg->ranks_on_host > 0 ? cfg->ranks_on_host : world) <= (cores > 0 ? cores : 1);
     }
     tcp_transport *t = calloc(1, sizeof *t);
     int *fds = calloc((size_t)world, sizeof *fds);
@@ -573,15 +661,60 @@ int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *
     t->fds = fds;
     t->spin_ns = (uint64_t)spin_us * 1000u;
     t->respin = (int)respin;
-    for (int r = 0; r < rank; r++) {
-        int fd = -1;
-        rc = dial(peer_addrs[r], r, deadline, bufsz, &fd);
-        if (rc < 0) goto fail;
-        rc = handshake_connect(fd, rank, world, r, secret, deadline);
-        if (rc < 0) { close(fd); goto fail; }
-        fds[r] = fd;
+    t->bufsz = bufsz;
+    t->listen_fd = -1;
+    memcpy(t->secret, cfg->secret, BATON_TCP_SECRET_BYTES);
+    t->addr_of = cfg->addr_of;
+    t->addr_ctx = cfg->addr_ctx;
+    if (rank < world - 1 && (t->listen_fd = fcntl(cfg->listen_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        rc = baton__fail(BATON_ESYS, "tcp: dup of the listening socket: %s", strerror(errno));
+        tcp_close(&t->base);
+        return rc;
     }
-    if (rank < world - 1 && (rc = accept_all(t, listen_fd, secret, deadline, bufsz)) < 0) goto fail;
+    *out = t;
+    return BATON_OK;
+}
+
+int baton__tcp_transport_open(const baton_tcp_config *cfg, baton_transport **out) {
+    if (!cfg || !out) return baton__fail(BATON_EINVAL, "tcp: transport_open needs a config and an output");
+    if (!cfg->addr_of && cfg->world > 1) return baton__fail(BATON_EINVAL, "tcp: no address lookup for the peers");
+    tcp_transport *t;
+    int rc = tcp_new(cfg, &t);
+    if (rc < 0) return rc;
+    *out = &t->base;
+    return BATON_OK;
+}
+
+int baton__tcp_transport_create(int rank, int world, int listen_fd, const char *const *peer_addrs,
+                                const uint8_t secret[BATON_TCP_SECRET_BYTES], uint64_t deadline,
+                                baton_transport **out) {
+    if (!out) return baton__fail(BATON_EINVAL, "tcp: transport_create needs an output");
+    if (world > 1 && !peer_addrs) return baton__fail(BATON_EINVAL, "tcp: peer addresses missing");
+    /* ranks that publish this rank's host share its cores */
+    int local = 0;
+    char me[256], h[256];
+    int port;
+    if (world > 1 && rank >= 0 && rank < world &&
+        baton__tcp_split_addr(peer_addrs[rank], me, sizeof me, &port) == BATON_OK)
+        for (int r = 0; r < world; r++)
+            if (baton__tcp_split_addr(peer_addrs[r], h, sizeof h, &port) == BATON_OK && !strcmp(h, me)) local++;
+    baton_tcp_config cfg = {.rank = rank, .world = world, .listen_fd = listen_fd, .secret = secret,
+                            .ranks_on_host = local};
+    tcp_transport *t;
+    int rc = tcp_new(&cfg, &t);
+    if (rc < 0) return rc;
+    if (world > 1 && !(t->addrs = calloc((size_t)world, sizeof *t->addrs))) {
+        tcp_close(&t->base);
+        return baton__fail(BATON_ENOMEM, "tcp: out of memory for %d addresses", world);
+    }
+    for (int r = 0; r < world && world > 1; r++)
+        if (r != rank && !(t->addrs[r] = strdup(peer_addrs[r] ? peer_addrs[r] : ""))) {
+            tcp_close(&t->base);
+            return baton__fail(BATON_ENOMEM, "tcp: out of memory for %d addresses", world);
+        }
+    for (int r = 0; r < rank; r++)
+        if ((rc = ensure_peer(t, r, deadline)) < 0) goto fail;
+    if (rank < world - 1 && (rc = accept_until(t, rank + 1, world, deadline)) < 0) goto fail;
     *out = &t->base;
     return BATON_OK;
 fail:

@@ -44,17 +44,27 @@ static inline void baton__progress(const baton_recv_progress *p, size_t *reporte
     }
 }
 
-struct baton_coll_desc_;
+/* An opaque header that travels in front of every message, with the validator that checks an incoming
+ * one. The communicator builds it from the collective it runs (comm/desc.h); a transport only copies
+ * bytes: it asks pack() for the header of each message it sends and hands each header it receives to
+ * check() before it accepts a payload byte (a failure there ends the sendrecv with check's status). */
+enum { BATON_MSG_HDR_MAX = 64 };
+typedef struct {
+    size_t bytes;                                               /* header size, <= BATON_MSG_HDR_MAX */
+    void (*pack)(const void *ctx, uint8_t *out, uint64_t payload);     /* header of a payload-byte message */
+    int (*check)(const void *ctx, const uint8_t *in, uint64_t expect_payload, int from_rank);
+    const void *ctx;                                            /* owned by whoever set the header */
+} baton_msg_hdr;
 
 struct baton_transport {
     const baton_transport_ops *ops;
     int rank;    /* this rank (global) */
     int world;   /* ranks in the job (global) */
-    /* The collective now running (see comm/frame.h), set by the communicator before each collective.
-     * When set, every message carries a 40-byte frame header with it and the payload length, and a
-     * receiver checks the header against its own before it accepts a payload byte (BATON_EMISMATCH).
-     * NULL: raw byte streams (the transport's own tests). Both sides must agree. */
-    const struct baton_coll_desc_ *desc;
+    /* Set by the communicator before each collective (and cleared after). When set, every message of
+     * sbytes > 0 carries hdr->bytes of header before its payload, and a receiver checks the header with
+     * hdr->check before it accepts a payload byte. NULL: raw byte streams (the transport's own tests).
+     * Both sides must agree. */
+    const baton_msg_hdr *hdr;
 };
 
 static inline int baton__send(baton_transport *t, int peer, const void *buf, size_t bytes, uint64_t deadline_ns) {

@@ -1,0 +1,57 @@
+#!/bin/sh
+# bench/torch_dp.sh: baton for PyTorch users, side by side (issue 10's floors).
+#  1. examples/torch_mnist.py (MLP 784-1024-1024-10, Fashion-MNIST, per-rank batch 128, SGD momentum 0.9,
+#     2 workers x 1 thread, under `baton run -n 2`) three ways, interleaved run by run, REPS runs each:
+#       PyTorch DDP over gloo | PyTorch DDP over the "baton" backend | baton.torch DistributedOptimizer
+#     floors: each baton way >= 1.4 x DDP over gloo (samples/s, medians)
+#  2. all-reduce (sum, in place) of a torch tensor through baton.torch (bench/torch_allreduce.py) against
+#     `baton bench allreduce --inplace` at the same size, interleaved: 64 MiB within 10 %; 4 bytes
+#     at most 3 us over the C call.
+# usage: bench/torch_dp.sh [REPS (default 5)] [STEPS per training run (default 300)]
+# Environment: OPENBLAS_CORETYPE applies to every side (unset = autodetect); BUILD (default build).
+set -eu
+REPS=${1:-5}
+STEPS=${2:-300}
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.."
+. bench/torch_setup.sh
+make --no-print-directory BUILD="$BUILD" all >/dev/null
+export PYTHONPATH="$PWD/$BUILD/python" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+train() {   # extra flags -> samples/s
+    timeout 600 "$BUILD/baton" run -n 2 -- "$PY" examples/torch_mnist.py --steps "$STEPS" --warmup 20 --json "$@" \
+        2>/dev/null | sed -n 's/.*"samples_per_sec": \([0-9.e+]*\).*/\1/p' | tail -n 1
+}
+echo "$(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; $(uptime | sed 's/.*load/load/')"
+echo "$REPS runs x $STEPS steps (20 warm-up); per-rank batch 128; 2 workers x 1 thread"
+for r in $(seq 1 "$REPS"); do
+    train --ddp gloo >> "$TMP/gloo"
+    train --ddp baton >> "$TMP/ddp_baton"
+    train >> "$TMP/hvd"
+    printf 'run %d: ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/gloo")" "$(tail -n1 "$TMP/ddp_baton")" \
+        "$(tail -n1 "$TMP/hvd")" >&2
+done
+g=$(median < "$TMP/gloo"); d=$(median < "$TMP/ddp_baton"); h=$(median < "$TMP/hvd")
+awk -v g="$g" -v d="$d" -v h="$h" 'BEGIN {
+    printf "| training (2 workers x 1 thread) | samples/s (median) | vs DDP over gloo |\n| --- | --- | --- |\n"
+    printf "| PyTorch DDP, gloo | %.0f | 1.00x |\n", g
+    printf "| PyTorch DDP, baton backend | %.0f | %.2fx (floor 1.4x) |\n", d, d / g
+    printf "| baton.torch DistributedOptimizer | %.0f | %.2fx (floor 1.4x) |\n", h, h / g
+}'
+for r in $(seq 1 "$REPS"); do
+    timeout 120 "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce -b 4 -e 4 --inplace --csv | tail -n 1 | cut -d, -f6 >> "$TMP/c4"
+    timeout 120 "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce -b 64M -e 64M --inplace --csv | tail -n 1 | cut -d, -f6 >> "$TMP/c64"
+    timeout 120 "$BUILD/baton" run -n 2 -- "$PY" bench/torch_allreduce.py 4 67108864 > "$TMP/py"
+    sed -n 's/^4 //p' "$TMP/py" >> "$TMP/p4"
+    sed -n 's/^67108864 //p' "$TMP/py" >> "$TMP/p64"
+    printf 'run %d: C 4 B %s us, Python 4 B %s us, C 64 MiB %s us, Python 64 MiB %s us\n' "$r" "$(tail -n1 "$TMP/c4")" \
+        "$(tail -n1 "$TMP/p4")" "$(tail -n1 "$TMP/c64")" "$(tail -n1 "$TMP/p64")" >&2
+done
+c4=$(median < "$TMP/c4"); p4=$(median < "$TMP/p4"); c64=$(median < "$TMP/c64"); p64=$(median < "$TMP/p64")
+awk -v c4="$c4" -v p4="$p4" -v c64="$c64" -v p64="$p64" 'BEGIN {
+    printf "\n| all-reduce, 2 ranks, in place | baton bench (C) us | baton.torch us | difference |\n| --- | --- | --- | --- |\n"
+    printf "| 4 bytes | %.2f | %.2f | +%.2f us (ceiling 3 us) |\n", c4, p4, p4 - c4
+    printf "| 64 MiB | %.0f | %.0f | %+.1f %% (ceiling 10 %%) |\n", c64, p64, (p64 / c64 - 1) * 100
+}'

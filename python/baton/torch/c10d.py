@@ -1,0 +1,203 @@
+"""The torch.distributed backend "baton": a ProcessGroup written in Python over baton's C core.
+
+    import baton.torch                      # registers the backend (this module)
+    torch.distributed.init_process_group("baton")
+    model = torch.nn.parallel.DistributedDataParallel(model)   # unchanged
+
+torch 1.13 lets Python subclass ProcessGroup and Work (pybind11 trampolines: PyProcessGroup, PyWork), and
+DistributedDataParallel's C++ reducer calls the Python methods through them. What DDP and the usual
+scripts need is here: allreduce (DDP's gradient buckets, asynchronous: the reducer goes on with backward),
+broadcast (the initial state, asynchronous), allgather and barrier (parameter checks), reduce_scatter.
+The process group is the whole job: baton.init() joins it from the launcher's environment (baton run,
+torchrun, mpirun, srun), and torch's rank and world size must agree with baton's. Subgroups (new_group),
+send/recv and CUDA tensors are not supported and say so.
+
+Completion: each asynchronous collective gets a torch.futures.Future; one waiter thread per process group
+waits for baton's handles in order (the GIL is released while it waits) and completes the futures, which
+is what the reducer waits on. Work objects stay referenced until they are finished and a while after, so
+C++ callers that hold only the C++ side still reach the Python methods.
+"""
+import collections
+import queue
+import threading
+
+import torch
+import torch.distributed as dist
+
+import baton
+from baton import _baton
+
+_REDUCE_OPS = [("SUM", baton.SUM), ("PRODUCT", baton.PROD), ("MIN", baton.MIN), ("MAX", baton.MAX),
+               ("AVG", baton.AVG)]
+
+
+def _baton_op(reduce_op):
+    for name, op in _REDUCE_OPS:
+        if hasattr(dist.ReduceOp, name) and reduce_op == getattr(dist.ReduceOp, name):
+            return op
+    raise ValueError("the baton backend supports ReduceOp SUM, PRODUCT, MIN, MAX and AVG, not %s" % (reduce_op,))
+
+
+def _check(t, what):
+    if t.device.type != "cpu":
+        raise ValueError("the baton backend works on CPU tensors; %s is on %s" % (what, t.device))
+
+
+class _Work(dist.Work):
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()  # raises the collective's baton.Error, if any
+        return True
+
+    def get_future(self):
+        return self._fut
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def exception(self):
+        try:
+            self._fut.value()
+            return None
+        except Exception as e:  # noqa: BLE001
+            return e
+
+
+class ProcessGroupBaton(dist.ProcessGroup):
+    def __init__(self, rank, size):
+        super().__init__(rank, size)
+        self._queue = queue.Queue()
+        self._recent = collections.deque(maxlen=256)  # finished works still referenced (see module doc)
+        self._thread = threading.Thread(target=self._complete, name="baton-c10d-waiter", daemon=True)
+        self._thread.start()
+
+    def getBackendName(self):
+        return "baton"
+
+    # ---- completion ----
+    def _complete(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            handles, fut, result, after = item
+            err = None
+            for h in handles:
+                try:
+                    h.wait()
+                except baton.Error as e:
+                    err = err or e
+            if err is None and after is not None:
+                try:
+                    after()
+                except Exception as e:  # noqa: BLE001
+                    err = e
+            if err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_result(result)
+
+    def _async(self, handles, result, after=None):
+        fut = torch.futures.Future()
+        work = _Work(fut)
+        self._recent.append(work)
+        self._queue.put((handles, fut, result, after))
+        return work
+
+    def _done(self, result):
+        fut = torch.futures.Future()
+        fut.set_result(result)
+        work = _Work(fut)
+        self._recent.append(work)
+        return work
+
+    # ---- collectives ----
+    def allreduce(self, tensors, opts=None):
+        op = _baton_op(opts.reduceOp) if opts is not None else baton.SUM
+        handles, after = [], []
+        for t in tensors:
+            _check(t, "the all-reduce tensor")
+            if t.is_contiguous():
+                handles.append(_baton.allreduce_async_into(t, t, op))
+            else:
+                c = t.contiguous()
+                handles.append(_baton.allreduce_async_into(c, c, op))
+                after.append((t, c))
+        return self._async(handles, tensors, (lambda: [t.copy_(c) for t, c in after]) if after else None)
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        handles, after = [], []
+        for t in tensors:
+            _check(t, "the broadcast tensor")
+            if t.is_contiguous():
+                handles.append(_baton.broadcast_async_(t, root))
+            else:
+                c = t.contiguous()
+                handles.append(_baton.broadcast_async_(c, root))
+                after.append((t, c))
+        return self._async(handles, tensors, (lambda: [t.copy_(c) for t, c in after]) if after else None)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        w = self.size()
+        for outs, t in zip(output_tensors, input_tensors):
+            _check(t, "the all-gather input")
+            if len(outs) != w:
+                raise ValueError("allgather: %d output tensors for a world of %d" % (len(outs), w))
+            src = t.contiguous()
+            flat = torch.empty((w,) + tuple(src.shape), dtype=src.dtype)
+            if src.dtype in (torch.bool, torch.uint8, torch.int8, torch.int16):
+                wide = torch.empty((w,) + tuple(src.shape), dtype=torch.int32)
+                _baton.allgather_into(src.to(torch.int32), wide)
+                flat.copy_(wide)
+            else:
+                _baton.allgather_into(src, flat)
+            for r in range(w):
+                outs[r].copy_(flat[r])
+        return self._done(output_tensors)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        op = _baton_op(opts.reduceOp) if opts is not None else baton.SUM
+        for out, ins in zip(output_tensors, input_tensors):
+            _check(out, "the reduce-scatter output")
+            full = torch.cat([i.reshape(-1) for i in ins])
+            dst = out if out.is_contiguous() else out.contiguous()
+            _baton.reduce_scatter_into(full, dst.view(-1), op)
+            if dst is not out:
+                out.copy_(dst)
+        return self._done(output_tensors)
+
+    def barrier(self, opts=None):
+        baton.barrier()
+        return self._done([])
+
+    def send(self, tensors, dst, tag):
+        raise RuntimeError("the baton backend has no point-to-point send/recv")
+
+    def recv(self, tensors, src, tag):
+        raise RuntimeError("the baton backend has no point-to-point send/recv")
+
+
+def _create(store, rank, size, timeout):
+    baton.init()
+    if baton.rank() != rank or baton.size() != size:
+        raise ValueError("the baton backend serves the whole job: torch.distributed asked for rank %d of %d but "
+                         "baton's launcher environment says rank %d of %d (subgroups are not supported)"
+                         % (rank, size, baton.rank(), baton.size()))
+    return ProcessGroupBaton(rank, size)
+
+
+if "BATON" not in dist.Backend._plugins:
+    dist.Backend.register_backend("baton", _create)

@@ -1,0 +1,198 @@
+"""baton.torch against single-process training and against PyTorch DDP over gloo, on the same data.
+
+Run under `baton run -n W -- /usr/bin/python3 tests/python/check_torch.py`. Every rank trains a small MLP for
+5 SGD steps on its shard (per-rank batch 64) in several ways and compares the final parameters, each
+tensor within 1e-5 of its RMS (16-bit compression: within 2e-2):
+  reference   one process, batch 64 x W, plain SGD (every rank computes it alone, no communication)
+  hvd         hvd.DistributedOptimizer, 64 per rank
+  hvd_k2      backward_passes_per_step=2: two micro-batches of 32 per step, loss halved (Horovod sums them)
+  hvd_fp16/bf16  Compression.fp16 / bf16
+  gloo_ddp    torch DistributedDataParallel over gloo (a gloo group beside the default group)
+  baton_ddp   the same DDP script over the default process group, init_process_group("baton")
+Also the Horovod helpers: broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather with
+unequal first dimensions, allreduce with Average/Sum, synchronize/poll, skip_synchronize, zero_grad refusal.
+Prints "CHECKS n FAILED m" last.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import baton.torch as hvd
+
+torch.set_num_threads(1)
+hvd.init()
+R, W = hvd.rank(), hvd.size()
+dist.init_process_group("baton")  # the default group: baton's backend (torch's store at MASTER_ADDR:MASTER_PORT)
+gloo = dist.new_group(backend="gloo")
+checks, failures = 0, []
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("rank %d: FAIL %s" % (R, what), flush=True)
+
+
+B, STEPS, LR = 64, 5, 0.1
+g = torch.Generator().manual_seed(1234)
+X = torch.randn(STEPS, W * B, 20, generator=g)
+Y = torch.randint(0, 5, (STEPS, W * B), generator=g)
+
+
+def model():
+    torch.manual_seed(7)
+    return torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.Tanh(), torch.nn.Linear(32, 5))
+
+
+def shard(s):
+    return X[s, R * B:(R + 1) * B], Y[s, R * B:(R + 1) * B]
+
+
+loss_fn = torch.nn.CrossEntropyLoss()
+
+
+def reference():
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=0.9)
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss_fn(m(X[s]), Y[s]).backward()
+        opt.step()
+    return m
+
+
+def compare(m, ref, what, tol=1e-5):
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        rms = q.detach().pow(2).mean().sqrt().item()
+        err = (p.detach() - q.detach()).abs().max().item()
+        check(err <= tol * rms, "%s: %s differs by %.3g (rms %.3g)" % (what, name, err, rms))
+
+
+ref = reference()
+
+
+def hvd_run(k=1, compression=hvd.Compression.none, perturb=False):
+    m = model()
+    if perturb:  # different start on every rank: broadcast_parameters must fix it
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(R * 0.5)
+    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=0.9)
+    opt = hvd.DistributedOptimizer(opt, named_parameters=m.named_parameters(), compression=compression,
+                                   backward_passes_per_step=k, bucket_mb=0.001)
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    check(isinstance(opt, torch.optim.SGD), "DistributedOptimizer is still an SGD")
+    for s in range(STEPS):
+        opt.zero_grad()
+        x, y = shard(s)
+        for j in range(k):
+            part = slice(j * B // k, (j + 1) * B // k)
+            (loss_fn(m(x[part]), y[part]) / k).backward()
+        opt.step()
+    return m, opt
+
+
+m, opt = hvd_run(perturb=True)
+compare(m, ref, "hvd.DistributedOptimizer")
+m, _ = hvd_run(k=2)
+compare(m, ref, "backward_passes_per_step=2")
+for c in (hvd.Compression.fp16, hvd.Compression.bf16):
+    m, _ = hvd_run(compression=c)
+    compare(m, ref, "Compression.%s" % c.name, tol=2e-2)
+
+# zero_grad between backward and step is refused, as in Horovod; synchronize + skip_synchronize (clipping)
+m = model()
+opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=LR), named_parameters=m.named_parameters())
+x, y = shard(0)
+loss_fn(m(x), y).backward()
+try:
+    opt.zero_grad()
+    check(False, "zero_grad after backward was not refused")
+except AssertionError as e:
+    check("zero_grad" in str(e), "zero_grad refusal message")
+opt.synchronize()
+torch.nn.utils.clip_grad_norm_(m.parameters(), 1e9)
+with opt.skip_synchronize():
+    opt.step()
+m1 = model()
+opt1 = torch.optim.SGD(m1.parameters(), lr=LR)
+loss_fn(m1(X[0]), Y[0]).backward()
+opt1.step()
+compare(m, m1, "synchronize + skip_synchronize")
+# a second backward without step(): more passes than backward_passes_per_step
+loss_fn(m(x), y).backward()
+try:
+    loss_fn(m(x), y).backward()
+    check(False, "a second backward before step() was not refused")
+except Exception as e:  # noqa: BLE001  (raised inside the autograd hook)
+    check("backward_passes_per_step" in str(e), "too many backward passes: %s" % e)
+opt.synchronize()
+
+
+# ---- torch DDP: over gloo (a group beside the default one) and over baton (the default group) ----
+def ddp_run(group):
+    m = model()
+    ddp = torch.nn.parallel.DistributedDataParallel(m, process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=LR, momentum=0.9)
+    for s in range(STEPS):
+        opt.zero_grad()
+        x, y = shard(s)
+        loss_fn(ddp(x), y).backward()
+        opt.step()
+    return m
+
+
+mg = ddp_run(gloo)
+mb = ddp_run(None)
+compare(mb, mg, "DDP over baton against DDP over gloo")
+compare(mg, ref, "DDP over gloo against one process")
+compare(m_hvd := hvd_run()[0], mg, "DistributedOptimizer against DDP over gloo")
+del m_hvd
+
+# ---- torch.distributed calls on the baton backend ----
+check(dist.get_backend() == "baton" and dist.get_world_size() == W and dist.get_rank() == R, "backend identity")
+t = torch.full((3,), float(R + 1))
+dist.all_reduce(t)
+check(torch.equal(t, torch.full((3,), W * (W + 1) / 2.0)), "dist.all_reduce sum")
+t = torch.full((3,), float(R + 1))
+dist.all_reduce(t, op=dist.ReduceOp.MAX)
+check(torch.equal(t, torch.full((3,), float(W))), "dist.all_reduce max")
+t = torch.full((4,), float(R))
+work = dist.all_reduce(t, async_op=True)
+work.wait()
+check(torch.equal(t, torch.full((4,), W * (W - 1) / 2.0)), "dist.all_reduce async_op")
+t = torch.arange(5.0) + 10 * R
+dist.broadcast(t, src=W - 1)
+check(torch.equal(t, torch.arange(5.0) + 10 * (W - 1)), "dist.broadcast")
+outs = [torch.zeros(2, dtype=torch.int64) for _ in range(W)]
+dist.all_gather(outs, torch.tensor([R, R * R]))
+check(all(torch.equal(outs[r], torch.tensor([r, r * r])) for r in range(W)), "dist.all_gather")
+objs = [None] * W
+dist.all_gather_object(objs, {"rank": R})
+check(objs == [{"rank": r} for r in range(W)], "dist.all_gather_object")
+dist.barrier()
+
+# ---- Horovod helpers ----
+check(hvd.broadcast_object({"a": [1, 2, R]}, root_rank=W - 1) == {"a": [1, 2, W - 1]}, "broadcast_object")
+ga = hvd.allgather(torch.full((R + 1, 2), float(R)))
+want = torch.cat([torch.full((r + 1, 2), float(r)) for r in range(W)])
+check(torch.equal(ga, want), "allgather with unequal first dimensions")
+t = torch.full((3,), float(R))
+check(torch.allclose(hvd.allreduce(t), torch.full((3,), (W - 1) / 2.0)), "allreduce averages by default")
+check(torch.equal(hvd.allreduce(t, op=hvd.Sum), torch.full((3,), W * (W - 1) / 2.0)), "allreduce op=Sum")
+check(torch.equal(t, torch.full((3,), float(R))), "allreduce leaves its input alone")
+h = hvd.allreduce_async_(t, op=hvd.Sum)
+while not hvd.poll(h):
+    pass
+check(hvd.synchronize(h) is t and torch.equal(t, torch.full((3,), W * (W - 1) / 2.0)), "allreduce_async_ + poll")
+bt = torch.full((2, 2), float(R), dtype=torch.bfloat16)
+check(torch.equal(hvd.broadcast(bt, root_rank=0), torch.zeros(2, 2, dtype=torch.bfloat16)), "broadcast bf16")
+
+hvd.barrier()
+print("rank %d: CHECKS %d FAILED %d" % (R, checks, len(failures)), flush=True)
+dist.destroy_process_group()
+sys.exit(1 if failures else 0)

@@ -1,0 +1,90 @@
+#!/bin/sh
+# The Python package (import baton, import baton.torch, the torch.distributed backend "baton") on Debian's
+# /usr/bin/python3, every multi-process run under `baton run` with a hard timeout:
+#   tests/python/check_coll.py    every collective on numpy arrays and torch tensors, each dtype and op,
+#                                 element by element, in and out of place, async, refusals; 1, 2, 3, 4 ranks
+#   tests/python/check_torch.py   DistributedOptimizer / DDP over baton / DDP over gloo / one process agree
+#                                 after 5 SGD steps; Horovod helpers; torch.distributed calls; 2 and 3 ranks
+#   tests/python/check_faults.py  a killed rank, a mismatch, a timeout raise baton.Error naming the cause
+#   examples/numpy_allreduce.py, examples/torch_mnist.py (a few steps)
+# Prints "N passed, N failed".
+BUILD=${BUILD:-build}
+PY=/usr/bin/python3
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/baton-python-XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM HUP
+export TMPDIR="$T"            # baton's private directory (flight-recorder dumps) lives and dies here
+unset XDG_RUNTIME_DIR
+export PYTHONPATH="$PWD/$BUILD/python"
+export PYTHONDONTWRITEBYTECODE=1
+export OMP_NUM_THREADS=1
+BATON="$PWD/$BUILD/baton"
+
+ext=$(ls "$BUILD"/python/baton/_baton*.so 2>/dev/null | head -n 1)
+want=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+case "$ext" in *"$want") ok "extension built for $PY ($want)" ;; *) bad "no extension for $PY ($want) under $BUILD/python" ;; esac
+
+# run NAME N SECONDS SCRIPT ARGS...: every rank must print "CHECKS n FAILED 0" and the job exit 0
+run_checks() {
+    name=$1 n=$2 secs=$3
+    shift 3
+    out=$(timeout -k 5 "$secs" "$BATON" run -n "$n" --tag-output -- $PY "$@" 2>&1)
+    rc=$?
+    good=$(printf '%s\n' "$out" | grep -c 'CHECKS [0-9]* FAILED 0$')
+    if [ "$rc" -eq 0 ] && [ "$good" -eq "$n" ]; then
+        ok "$name on $n rank(s): $(printf '%s\n' "$out" | grep -m 1 -o 'CHECKS [0-9]*') each"
+    else
+        bad "$name on $n rank(s) (exit $rc, $good of $n ranks clean)"
+        printf '%s\n' "$out" | tail -n 25 | sed 's/^/    /'
+    fi
+}
+
+for n in 1 2 3 4; do run_checks "collectives (numpy, torch)" $n 120 tests/python/check_coll.py both; done
+for n in 2 3; do run_checks "DistributedOptimizer, DDP over baton and gloo" $n 120 tests/python/check_torch.py; done
+
+# faults: MODE, extra env, the RAISED line expected from rank 0 (extended regex), longest acceptable seconds
+fault() {
+    mode=$1 envs=$2 want=$3 limit=$4
+    out=$(env $envs timeout -k 5 60 "$BATON" run -n 2 --tag-output -- $PY tests/python/check_faults.py "$mode" 2>&1)
+    line=$(printf '%s\n' "$out" | grep -m 1 "rank 0: RAISED")
+    secs=$(printf '%s\n' "$line" | sed -n 's/.*RAISED \([0-9.]*\) .*/\1/p')
+    if printf '%s\n' "$line" | grep -Eq "RAISED [0-9.]+ $want" &&
+       printf '%s\n' "$out" | grep -q "rank 0: ALIVE 45" &&
+       awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s != "" && s + 0 <= l) }'; then
+        ok "$mode: rank 0 raised baton.Error after $secs s and went on: $(printf '%s' "$line" | cut -c1-150)"
+    else
+        bad "$mode: expected rank 0 to raise /$want/ within $limit s and go on"
+        printf '%s\n' "$out" | tail -n 12 | sed 's/^/    /'
+    fi
+}
+fault kill "" "BATON_EPEERDEAD: baton.allreduce: .*rank 1 .*died" 5
+fault async "" "BATON_EPEERDEAD: baton: asynchronous collective: .*rank 1 .*died" 5
+# rank 1 may see the mismatch first and abort the job: rank 0 then reports the cancel with rank 1's words
+fault mismatch "" "BATON_E(MISMATCH|CANCELED): .*collective mismatch: rank [01] runs allreduce #1 \\([45] x f32" 5
+fault timeout "BATON_TIMEOUT=1" "BATON_ETIMEDOUT: .*waiting for rank 1" 5
+
+# the examples, as a user runs them
+out=$(timeout -k 5 60 "$BATON" run -n 2 -- $PY examples/numpy_allreduce.py 2>&1)
+if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c ': ok$')" -eq 2 ]; then ok "examples/numpy_allreduce.py on 2 ranks"
+else bad "examples/numpy_allreduce.py on 2 ranks"; printf '%s\n' "$out" | tail -n 8 | sed 's/^/    /'; fi
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    h=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json 2>&1)
+    d=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    hl=$(printf '%s\n' "$h" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
+    dl=$(printf '%s\n' "$d" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
+    if [ -n "$hl" ] && [ -n "$dl" ] && awk -v a="$hl" -v b="$dl" 'BEGIN { d = a - b; exit !(a < 2.0 && d * d < 1e-8) }'; then
+        ok "examples/torch_mnist.py, 20 steps on 2 ranks: hvd loss $hl = DDP-over-baton loss $dl"
+    else
+        bad "examples/torch_mnist.py: hvd loss '$hl', DDP-over-baton loss '$dl'"
+        printf '%s\n%s\n' "$h" "$d" | tail -n 10 | sed 's/^/    /'
+    fi
+else
+    bad "examples/torch_mnist.py: Fashion-MNIST missing (the Makefile's DEB_PKGS installs dataset-fashion-mnist)"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
