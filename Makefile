@@ -19,6 +19,7 @@ DEB_PKGS += python3-dev python3-numpy python3-torch g++
 DEB_PKGS += openmpi-bin mpich
 DEB_PKGS += slurmctld slurmd slurm-client munge
 DEB_PKGS += iproute2
+DEB_PKGS += fortunes
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"run", baton_cmd_run, "launch N workers (torchrun-style): baton run -n N [--] PROGRAM [ARGS...]"},
     {"train", baton_cmd_train, "train a model, alone or under `baton run`"},
+    {"generate", baton_cmd_generate, "sample text from a GPT saved by `baton train --model gpt --save`"},
     {"bench", baton_cmd_bench, "benchmark a collective (nccl-tests style), under `baton run`"},
     {"doctor", baton_cmd_doctor, "read the ranks' flight-recorder dumps: where they diverged, who lagged"},
 };

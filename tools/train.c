@@ -39,7 +39,8 @@ typedef struct {
 
 static const char usage_text[] =
     "usage: baton train [options]\n"
-    "  --model mlp|cnn        model (default mlp: 784-1024-1024-10; cnn: conv32-conv64-fc128)\n"
+    "  --model mlp|cnn|gpt    model (default mlp: 784-1024-1024-10; cnn: conv32-conv64-fc128; gpt: see\n"
+    "                         baton train --model gpt --help)\n"
     "  --hidden LIST          hidden widths, e.g. 1024,1024 (mlp) or 128 (cnn)\n"
     "  --channels LIST        cnn conv channels per block, e.g. 32,64\n"
     "  --dropout P            dropout before the last layer (default 0)\n"
@@ -319,6 +320,9 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
 #define LOSS_WINDOW 100
 
 int baton_cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)   /* the GPT trainer has its own options and loop (tools/train_gpt.c) */
+        if ((!strcmp(argv[i], "--model") && i + 1 < argc && !strcmp(argv[i + 1], "gpt")) || !strcmp(argv[i], "--model=gpt"))
+            return baton_cmd_train_gpt(argc, argv);
     train_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;

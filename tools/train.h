@@ -42,5 +42,7 @@ int train_load_data(const char *data, const char *data_dir, long train_samples, 
 void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
                          double acc, double sps, int force);
 int train_default_threads(int local_size);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
+/* tools/train_gpt.c: `baton train --model gpt` (its own options and loop). */
+int baton_cmd_train_gpt(int argc, char **argv);
 
 #endif

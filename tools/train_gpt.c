@@ -1,0 +1,352 @@
+/* train_gpt.c: `baton train --model gpt`: a GPT (baton/gpt.h) on byte-level text (baton/text.h), in one
+ * process or data-parallel under `baton run -n N`, with AdamW (decay on matrices and embeddings only),
+ * linear warmup and cosine decay, and validation loss / perplexity at every evaluation.
+ *
+ * Batches: the training text is cut into windows of T+1 tokens with disjoint inputs (baton/text.h); one
+ * seeded permutation of the windows per epoch is dealt to the ranks by the distributed sampler, so every
+ * rank trains on its own windows, and N ranks x batch B/N see exactly the windows of 1 rank x batch B.
+ * Evaluation: the first --eval-windows validation windows, sharded over the ranks, summed. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "baton/comm.h"
+#include "baton/data.h"
+#include "baton/ddp.h"
+#include "baton/gpt.h"
+#include "baton/text.h"
+#include "ckpt/safetensors.h"
+#include "train.h"
+#include "util/util.h"
+
+typedef struct {
+    const char *data, *data_dir, *save;
+    long steps, batch, threads, warmup, eval_every, eval_windows, log_every;
+    double lr, min_lr, weight_decay, clip, beta2;
+    uint64_t seed;
+    int json, min_lr_set;
+    baton_gpt_config gc;
+    baton_ddp_config ddp;
+} gpt_opts;
+
+static const char usage_text[] =
+    "usage: baton train --model gpt [options]   (docs/gpt.md)\n"
+    "  --layers N --heads H --dim C --context T   model (default 6, 6, 384, 256; C divisible by H)\n"
+    "  --data fortunes|text:FILE   byte-level text (default fortunes: Debian's fortunes package; --data-dir DIR\n"
+    "                         overrides /usr/share/games/fortunes); split into train/validation by document\n"
+    "  --steps S              optimizer steps (default 1000)\n"
+    "  --batch B              windows of T tokens per step per rank (default 16)\n"
+    "  --lr LR --min-lr LR    peak and final learning rate (default 1e-3 and lr/10)\n"
+    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100)\n"
+    "  --weight-decay WD      AdamW decay of matrices and embeddings (default 0.1; betas 0.9, --beta2 0.99)\n"
+    "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
+    "  --eval-every N         validation every N steps and at the end (default 100)\n"
+    "  --eval-windows N       validation windows per evaluation (default 32)\n"
+    "  --seed N --threads T --log-every N --save FILE.safetensors --json\n"
+    "  --bucket-mb MB --no-overlap --grad-dtype f32|bf16|f16   data-parallel (docs/ddp.md)\n";
+
+static int bad(const char *flag, const char *why) {
+    fprintf(stderr, "baton train: %s: %s (see baton train --model gpt --help)\n", flag, why);
+    return 2;
+}
+
+static int parse(int argc, char **argv, gpt_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->data = "fortunes";
+    o->steps = 1000;
+    o->batch = 16;
+    o->warmup = 100;
+    o->eval_every = 100;
+    o->eval_windows = 32;
+    o->lr = 1e-3;
+    o->weight_decay = 0.1;
+    o->clip = 1.0;
+    o->beta2 = 0.99;
+    o->seed = 1;
+    o->gc = (baton_gpt_config){.vocab = BATON_TEXT_VOCAB, .context = 256, .layers = 6, .heads = 6, .dim = 384};
+    o->ddp = baton_ddp_defaults();
+    for (int i = 1; i < argc; i++) {
+        char flag[64];
+        const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
+        if (strncmp(a, "--", 2) != 0) return bad(a, "unexpected argument");
+        size_t fl = eq ? (size_t)(eq - a) : strlen(a);
+        if (fl >= sizeof flag) return bad(a, "unknown option");
+        memcpy(flag, a, fl);
+        flag[fl] = '\0';
+        if (!strcmp(flag, "--help")) {
+            fputs(usage_text, stdout);
+            return 1;
+        }
+        if (!strcmp(flag, "--json")) { o->json = 1; continue; }
+        if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else return bad(flag, "needs a value");
+        long l;
+        double d;
+        uint64_t u;
+#define INT_OPT(name, field, lo, hi)                                                     \
+    if (!strcmp(flag, name)) {                                                           \
+        if (baton__parse_long(val, lo, hi, &l) < 0) return bad(flag, baton_last_error()); \
+        field = l;                                                                       \
+        continue;                                                                        \
+    }
+#define DBL_OPT(name, field, lo, hi)                                                       \
+    if (!strcmp(flag, name)) {                                                             \
+        if (baton__parse_double(val, lo, hi, &d) < 0) return bad(flag, baton_last_error()); \
+        field = d;                                                                         \
+        continue;                                                                          \
+    }
+        INT_OPT("--layers", o->gc.layers, 1, 64)
+        INT_OPT("--heads", o->gc.heads, 1, 256)
+        INT_OPT("--dim", o->gc.dim, 1, 16384)
+        INT_OPT("--context", o->gc.context, 1, 4096)
+        INT_OPT("--steps", o->steps, 1, 1000000000)
+        INT_OPT("--batch", o->batch, 1, 65536)
+        INT_OPT("--threads", o->threads, 1, 1024)
+        INT_OPT("--warmup-steps", o->warmup, 0, 1000000000)
+        INT_OPT("--warmup", o->warmup, 0, 1000000000)
+        INT_OPT("--eval-every", o->eval_every, 1, 1000000000)
+        INT_OPT("--eval-windows", o->eval_windows, 1, 1000000)
+        INT_OPT("--log-every", o->log_every, 1, 1000000000)
+        DBL_OPT("--lr", o->lr, 1e-12, 100.0)
+        DBL_OPT("--weight-decay", o->weight_decay, 0.0, 10.0)
+        DBL_OPT("--clip", o->clip, 0.0, 1e9)
+        DBL_OPT("--beta2", o->beta2, 0.0, 0.999999)
+        DBL_OPT("--bucket-mb", o->ddp.bucket_mb, 0.001, 4096.0)
+#undef INT_OPT
+#undef DBL_OPT
+        if (!strcmp(flag, "--min-lr")) {
+            if (baton__parse_double(val, 0.0, 100.0, &d) < 0) return bad(flag, baton_last_error());
+            o->min_lr = d;
+            o->min_lr_set = 1;
+        } else if (!strcmp(flag, "--seed")) {
+            if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
+                return bad(flag, "expects a non-negative integer");
+            o->seed = u;
+        } else if (!strcmp(flag, "--model")) {
+            if (strcmp(val, "gpt")) return bad(flag, "this is the gpt trainer; mlp and cnn take other options");
+        } else if (!strcmp(flag, "--data")) {
+            if (strcmp(val, "fortunes") && (strncmp(val, "text:", 5) || !val[5]))
+                return bad(flag, "expects fortunes or text:FILE");
+            o->data = val;
+        } else if (!strcmp(flag, "--data-dir")) {
+            o->data_dir = val;
+        } else if (!strcmp(flag, "--save")) {
+            o->save = val;
+        } else if (!strcmp(flag, "--grad-dtype")) {
+            if (strcmp(val, "f32") && strcmp(val, "bf16") && strcmp(val, "f16")) return bad(flag, "expects f32, bf16 or f16");
+            baton_dtype_parse(val, &o->ddp.grad_dtype);
+        } else {
+            return bad(flag, "unknown option (gpt takes --layers --heads --dim --context --data ...)");
+        }
+    }
+    if (o->gc.dim % o->gc.heads) return bad("--dim", "must be divisible by --heads");
+    if (!o->min_lr_set) o->min_lr = o->lr / 10.0;
+    return 0;
+}
+
+/* Mean loss over validation windows [0, n) sharded over the ranks (each rank its contiguous part). */
+static int evaluate(baton_comm *comm, baton_gpt *g, baton_tape *t, const baton_text *tx, long n, int eb,
+                    int32_t *buf, double *loss) {
+    int rank = comm ? baton_comm_rank(comm) : 0, world = comm ? baton_comm_size(comm) : 1, tl = baton_gpt_cfg(g)->context;
+    long lo, hi;
+    baton_shard_range(n, rank, world, &lo, &hi);
+    double sums[2] = {0.0, 0.0};   /* loss x windows, windows */
+    for (long w = lo; w < hi; w += eb) {
+        int b = (int)(hi - w < eb ? hi - w : eb);
+        for (int i = 0; i < b; i++) baton_text_window(tx->val, w + i, tl, buf + (size_t)i * (tl + 1));
+        baton_tape_reset(t, 0);
+        sums[0] += (double)baton_gpt_loss(g, t, buf, b, tl)->data[0] * b;
+        sums[1] += b;
+    }
+    if (comm && world > 1) {
+        int rc = baton_allreduce(comm, sums, sums, 2, BATON_F64, BATON_SUM);
+        if (rc < 0) return rc;
+    }
+    *loss = sums[0] / sums[1];
+    return BATON_OK;
+}
+
+int baton_cmd_train_gpt(int argc, char **argv) {
+    gpt_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    baton_launch_env le;   /* any launcher's variables make this a data-parallel job (as in train.c) */
+    if (baton_launch_env_read(&le) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        return 2;
+    }
+    long world = le.world;
+    int threads = o.threads ? (int)o.threads : train_default_threads(le.local_size);
+    baton_set_threads(threads);
+    baton_comm *comm = NULL;
+    baton_text tx = {0};
+    baton_gpt *g = NULL;
+    baton_tape *tape = NULL, *etape = NULL;
+    baton_optim *opt = NULL;
+    baton_ddp *ddp = NULL;
+    baton_dist_sampler sampler = {0};
+    int32_t *win = NULL, *ewin = NULL;
+    int exit_code = 1, rank = 0, tl = o.gc.context;
+    if (world > 1 && baton_init(&comm, NULL) < 0) {
+        fprintf(stderr, "baton train: joining the data-parallel job: %s\n", baton_last_error());
+        return 1;
+    }
+    if (comm) {
+        rank = baton_comm_rank(comm);
+        world = baton_comm_size(comm);
+    }
+    rc = !strcmp(o.data, "fortunes") ? baton_text_load_fortunes(&tx, o.data_dir) : baton_text_load_file(&tx, o.data + 5);
+    if (rc < 0) {
+        fprintf(stderr, "baton train: --data %s: %s\n", o.data, baton_last_error());
+        exit_code = 2;
+        goto out;
+    }
+    long n_train = baton_text_windows(tx.n_train, tl), n_val = baton_text_windows(tx.n_val, tl);
+    if (n_train < o.batch * world || n_val < 1) {
+        fprintf(stderr, "baton train: --data %s: %zu training and %zu validation bytes make %ld and %ld windows of "
+                "--context %d; need at least --batch x ranks = %ld and 1: use more text or a shorter --context\n",
+                o.data, tx.n_train, tx.n_val, n_train, n_val, tl, o.batch * world);
+        exit_code = 2;
+        goto out;
+    }
+    if (o.eval_windows < n_val) n_val = o.eval_windows;
+    if ((rc = baton_gpt_new(&g, &o.gc, o.seed)) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        exit_code = 2;
+        goto out;
+    }
+    baton_params *params = baton_gpt_params(g);
+    baton_optim_config oc = {.kind = BATON_OPTIM_ADAMW, .weight_decay = (float)o.weight_decay, .beta1 = 0.9f,
+                             .beta2 = (float)o.beta2, .eps = 1e-8f};
+    int eb = 8;
+    if ((rc = baton_optim_new(&opt, params, &oc)) < 0 ||
+        (rc = baton_dist_sampler_init(&sampler, (int)n_train, rank, (int)world, 1, 0, o.seed)) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
+    tape = baton_tape_new(params, o.seed);
+    etape = baton_tape_new(params, o.seed);
+    win = malloc((size_t)o.batch * (tl + 1) * sizeof *win);
+    ewin = malloc((size_t)eb * (tl + 1) * sizeof *ewin);
+    if (!tape || !etape || !win || !ewin) {
+        fprintf(stderr, "baton train: out of memory\n");
+        goto out;
+    }
+    if ((rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
+    long per_epoch = sampler.len / o.batch;
+    baton_lr_schedule sched = {.kind = BATON_SCHED_COSINE, .lr = (float)o.lr, .warmup = o.warmup < o.steps ? o.warmup : o.steps / 10,
+                               .total = o.steps, .min_lr = (float)o.min_lr};
+    double fpt = baton_gpt_flops_per_token(&o.gc, tl);
+    long log_every = o.log_every ? o.log_every : 10;
+    if (rank == 0)
+        fprintf(stderr, "baton train: gpt %d layers x %d heads x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
+                "bytes (%ld/%ld documents), %ld train windows; %ld rank(s) x batch %ld x %d tokens, %ld steps, lr %g, "
+                "%d threads/rank\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
+                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads);
+    double loss = 0.0, val_loss = NAN, initial = 0.0;
+    uint64_t train_ns = 0;
+    long epoch = 0;
+    for (long step = 0; step < o.steps; step++) {
+        long e = step / per_epoch, s = step % per_epoch;
+        if (e != epoch) baton_dist_sampler_set_epoch(&sampler, epoch = e);
+        uint64_t t0 = baton__now_ns();
+        for (long i = 0; i < o.batch; i++)
+            baton_text_window(tx.train, sampler.idx[s * o.batch + i], tl, win + (size_t)i * (tl + 1));
+        baton_tape_reset(tape, 1);
+        baton_tensor *lt = baton_gpt_loss(g, tape, win, (int)o.batch, tl);
+        baton_params_zero_grad(params);
+        baton_ddp_prepare(ddp, 1);
+        baton_tape_backward(tape, lt, baton_ddp_backward_scale(ddp));
+        int skip;
+        if (baton_ddp_finish(ddp, &skip) < 0) {
+            fprintf(stderr, "baton train: gradient all-reduce at step %ld: %s\n", step, baton_last_error());
+            goto out;
+        }
+        if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
+        float lr = baton_lr_at(&sched, step);
+        if (!skip) baton_optim_step(opt, lr);
+        train_ns += baton__now_ns() - t0;
+        loss = lt->data[0];
+        if (step == 0) initial = loss;
+        if (!isfinite(loss)) {
+            fprintf(stderr, "baton train: loss became %f at step %ld on rank %d; lower --lr\n", loss, step, rank);
+            goto out;
+        }
+        double tps = (double)(step + 1) * o.batch * tl * world / ((double)train_ns * 1e-9);
+        if (rank == 0 && ((step + 1) % log_every == 0 || step == 0))
+            fprintf(stderr, "step %ld/%ld  loss %.4f  lr %.3g  %.0f tokens/s  %.2f GFLOP/s\n", step + 1, o.steps, loss,
+                    (double)lr, tps, tps * fpt * 1e-9);
+        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+            if (evaluate(comm, g, etape, &tx, n_val, eb, ewin, &val_loss) < 0) {
+                fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());
+                goto out;
+            }
+            if (rank == 0)
+                fprintf(stderr, "eval step %ld  val_loss %.4f  perplexity %.3f  (%ld windows)  elapsed %.1f s\n", step + 1,
+                        val_loss, exp(val_loss), n_val, (double)train_ns * 1e-9);
+        }
+    }
+    double secs = (double)train_ns * 1e-9;
+    if (comm && baton_allreduce(comm, &secs, &secs, 1, BATON_F64, BATON_MAX) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
+    if (o.save && rank == 0) {
+        char ly[16], hd[16], dm[16], cx[16], vc[16];
+        snprintf(ly, sizeof ly, "%d", o.gc.layers);
+        snprintf(hd, sizeof hd, "%d", o.gc.heads);
+        snprintf(dm, sizeof dm, "%d", o.gc.dim);
+        snprintf(cx, sizeof cx, "%d", o.gc.context);
+        snprintf(vc, sizeof vc, "%d", o.gc.vocab);
+        const char *meta[] = {"format", "pt", "producer", "baton train", "model", "gpt", "layers", ly, "heads", hd,
+                              "dim", dm, "context", cx, "vocab", vc, "tokenizer", "bytes"};
+        if (baton_st_save_params(o.save, params, meta, 9) < 0) {
+            fprintf(stderr, "baton train: --save: %s\n", baton_last_error());
+            goto out;
+        }
+    }
+    if (o.json && rank == 0) {
+        double tps = secs > 0 ? (double)o.steps * o.batch * tl * world / secs : 0.0;
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", "gpt");
+        cJSON_AddStringToObject(j, "data", o.data);
+        cJSON_AddNumberToObject(j, "world_size", (double)world);
+        cJSON_AddNumberToObject(j, "steps", (double)o.steps);
+        cJSON_AddNumberToObject(j, "batch", (double)o.batch);
+        cJSON_AddNumberToObject(j, "context", tl);
+        cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
+        cJSON_AddNumberToObject(j, "initial_loss", initial);
+        cJSON_AddNumberToObject(j, "final_loss", loss);
+        cJSON_AddNumberToObject(j, "val_loss", val_loss);
+        cJSON_AddNumberToObject(j, "val_perplexity", exp(val_loss));
+        cJSON_AddNumberToObject(j, "tokens_per_sec", tps);
+        cJSON_AddNumberToObject(j, "model_gflops_per_sec", tps * fpt * 1e-9);
+        cJSON_AddNumberToObject(j, "step_ms", 1e3 * secs / (double)o.steps);
+        cJSON_AddNumberToObject(j, "threads", threads);
+        char *js = cJSON_PrintUnformatted(j);
+        if (js) printf("%s\n", js);
+        free(js);
+        cJSON_Delete(j);
+    }
+    exit_code = 0;
+out:
+    free(win);
+    free(ewin);
+    baton_ddp_free(ddp);
+    baton_tape_free(tape);
+    baton_tape_free(etape);
+    baton_optim_free(opt);
+    baton_dist_sampler_free(&sampler);
+    baton_gpt_free(g);
+    baton_text_free(&tx);
+    baton_comm_free(comm);
+    return exit_code;
+}
