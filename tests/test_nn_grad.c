@@ -285,6 +285,69 @@ TEST(grad_accumulates_when_a_tensor_is_used_twice) {
     check_grads("reuse", f_reuse, &c, 1e-2f, 3e-3f, 1e-2f);
 }
 
+static baton_tensor *f_attn(baton_tape *t, baton_tensor **in, gc_case *c) { return baton_attention(t, in[0], c->iarg[0], c->iarg[1]); }
+static baton_tensor *f_add(baton_tape *t, baton_tensor **in, gc_case *c) { (void)c; return baton_add(t, in[0], in[1]); }
+/* the GPT's tied head: the same table embeds ids and, transposed, maps rows back to vocabulary logits */
+static baton_tensor *f_tied(baton_tape *t, baton_tensor **in, gc_case *c) {
+    baton_tensor *e = baton_embedding(t, c->ids, c->iarg[0], in[0]);
+    return baton_matmul(t, baton_add(t, e, in[1]), in[0], 1);
+}
+
+TEST(grad_attention_add_and_tied_head) {
+    baton_rng r;
+    baton_rng_seed(&r, 10);
+    gc_case c = {0};
+    /* B=2 sequences of T=5, H=2 heads of D=3: qkv (10, 18); values up to 2 so the softmax is not flat */
+    add_input(&c, 2, (int[]){10, 18}, 1, &r, -2, 2);
+    c.iarg[0] = 2;
+    c.iarg[1] = 2;
+    check_grads("attention", f_attn, &c, 1e-2f, 3e-3f, 2e-2f);
+    add_input(&c, 2, (int[]){1, 12}, 1, &r, -2, 2);   /* T=1: one position attends to itself only */
+    c.iarg[0] = 1;
+    c.iarg[1] = 2;
+    check_grads("attention T=1", f_attn, &c, 1e-2f, 3e-3f, 2e-2f);
+    add_input(&c, 2, (int[]){4, 6}, 1, &r, -1, 1);
+    add_input(&c, 2, (int[]){4, 6}, 1, &r, -1, 1);
+    check_grads("add", f_add, &c, 1e-2f, 2e-3f, 1e-2f);
+    int32_t ids[5] = {3, 0, 3, 1, 2};
+    add_input(&c, 2, (int[]){4, 6}, 1, &r, -1, 1);    /* table (V=4, C=6) */
+    add_input(&c, 2, (int[]){5, 6}, 1, &r, -1, 1);    /* a residual stream added to the embedding */
+    c.ids = ids;
+    c.iarg[0] = 5;
+    check_grads("tied head", f_tied, &c, 1e-2f, 3e-3f, 2e-2f);
+}
+
+/* Changing qkv rows of later positions never changes an earlier position's output. */
+TEST(attention_is_causal) {
+    int b = 2, tt = 6, h = 2, c3 = 3 * 8;
+    float x[2 * 6 * 24], x2[2 * 6 * 24], y1[2 * 6 * 8];
+    baton_rng r;
+    baton_rng_seed(&r, 11);
+    for (int i = 0; i < b * tt * c3; i++) x[i] = x2[i] = 2.0f * baton_rng_uniform(&r) - 1.0f;
+    baton_tape *t = baton_tape_new(NULL, 1);
+    for (int cut = 0; cut < tt; cut++) {
+        baton_tape_reset(t, 0);
+        baton_tensor *y = baton_attention(t, baton_tape_input(t, 2, (int[]){b * tt, c3}, x), b, h);
+        memcpy(y1, y->data, sizeof y1);
+        memcpy(x2, x, sizeof x2);
+        for (int bi = 0; bi < b; bi++)
+            for (int i = cut + 1; i < tt; i++)
+                for (int j = 0; j < c3; j++) x2[(bi * tt + i) * c3 + j] += 1.5f;
+        baton_tape_reset(t, 0);
+        y = baton_attention(t, baton_tape_input(t, 2, (int[]){b * tt, c3}, x2), b, h);
+        int later_changed = 0;
+        for (int bi = 0; bi < b; bi++)
+            for (int i = 0; i < tt; i++)
+                for (int j = 0; j < 8; j++) {
+                    float d = fabsf(y->data[(bi * tt + i) * 8 + j] - y1[(bi * tt + i) * 8 + j]);
+                    if (i <= cut) ASSERT_TRUE(d == 0.0f);
+                    else later_changed |= d > 1e-4f;
+                }
+        ASSERT_TRUE(cut == tt - 1 || later_changed);
+    }
+    baton_tape_free(t);
+}
+
 TEST(dropout_is_identity_when_evaluating_and_scales_when_training) {
     baton_tape *t = baton_tape_new(NULL, 3);
     float x[1000];

@@ -159,6 +159,13 @@ baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamm
 /* ids: M ints in [0,V); table (V,C) -> (M,C). */
 baton_tensor *baton_embedding(baton_tape *t, const int32_t *ids, int m, baton_tensor *table);
 
+/* a + b (same element count; shape of a): the residual connection. */
+baton_tensor *baton_add(baton_tape *t, baton_tensor *a, baton_tensor *b);
+/* Fused causal multi-head self-attention (src/nn/ops_attn.c): qkv (B*T, 3C) holds [q | k | v] per row
+ * (row b*T+i = position i of sequence b; head h at columns h*D.. of each part, C = heads*D) -> (B*T, C):
+ * per sequence and head softmax(Q K^T / sqrt(D), positions j > i masked) @ V. */
+baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int batch, int heads);
+
 /* Reference kernel (naive triple loop), the oracle for the BLAS path in tests:
  * c (M,N) = beta*c + a (M,K, or K,M if ta) @ b (K,N, or N,K if tb). */
 void baton_matmul_naive(float *c, const float *a, const float *b, int m, int n, int k, int ta, int tb,

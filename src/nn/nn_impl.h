@@ -26,7 +26,9 @@
     X(FLATTEN)          \
     X(DROPOUT)          \
     X(LAYERNORM)        \
-    X(EMBEDDING)
+    X(EMBEDDING)        \
+    X(ADD)              \
+    X(ATTENTION)
 
 enum {
 #define BATON_OP_ENUM_(name) BATON__OP_##name,
