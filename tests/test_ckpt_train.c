@@ -207,7 +207,7 @@ TEST_T(ckpt_train_bad_uses_fail_with_one_line, 300) {
     ASSERT_CONTAINS(out, "step-6/state.json");
     ASSERT_CONTAINS(out, "resuming from");
     ASSERT_NEAR(field(out, "resumed_from_step"), 3, 0);
-    ASSERT_CONTAINS(out, "schedule of the checkpoint (lr 0.05, 0 warmup, 6 total steps) replaces");   /* --steps 9 */
+    ASSERT_CONTAINS(out, "--steps 9 extends the checkpoint's schedule from 6 to 9 steps");   /* issue 11: longer runs extend */
     free(out);
     /* the test knob is checked too */
     snprintf(cmd, sizeof cmd, "BATON_TEST_DIE_AT_STEP=soon %s train " SMALL " --steps 3", th_baton());

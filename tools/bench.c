@@ -5,9 +5,12 @@
  * reduce-scatter x (n-1)/n, broadcast x 1; size is the largest buffer: allgather's output, reduce-scatter's
  * input). time_us is the slowest rank's mean over the timed iterations. Each size runs max(-n, as many as
  * fill 20 ms) iterations after -w warm-up ones, all ranks agreeing on the count (see bench_size).
- * -c 1 fills fresh integer-valued data before every iteration and checks every element of every result on
- * every rank against a closed-form reference (16-bit types: the exact value rounded once); `wrong` counts
- * the mismatches over all ranks and iterations. */
+ * The timed loop runs the collective and nothing else, with or without -c: filling and checking stay
+ * outside it. -c 1 fills fresh integer-valued data before every warm-up iteration and before one more
+ * iteration after the timed ones, and checks every element of those results on every rank against a
+ * closed-form reference (16-bit types: the exact value rounded once); `wrong` counts the mismatches over all
+ * ranks and checked iterations, and is N/A without -c 1. The output ends, as nccl-tests' does, with
+ * "# Avg bus bandwidth    : X" (the mean of the rows' busbw; not with --csv, whose every line is a row). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,7 +48,8 @@ static void usage(FILE *f) {
             "  -f FACTOR       size multiplier between rows (default 2)\n"
             "  -n ITERS        timed iterations per size, at least (default 20; more until 20 ms are filled)\n"
             "  -w WARMUP       warm-up iterations per size (default 5)\n"
-            "  -c 0|1          check every element of every result (default 0)\n"
+            "  -c 0|1          check every element of the warm-up results and of one more iteration after\n"
+            "                  the timed ones, outside the timing (default 0: wrong is N/A)\n"
             "  -d DTYPE        f32 f64 f16 bf16 i32 i64 (default f32)\n"
             "  -o OP           sum avg min max prod (default sum)\n"
             "  -r ROOT         broadcast root (default 0)\n"
@@ -55,6 +59,21 @@ static void usage(FILE *f) {
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
             "  --min-time S    seconds each size runs at least (default 0.02)\n"
             "  --csv           comma-separated output with a header\n");
+}
+
+/* The flag an option character stands for, for messages. */
+static const char *flag_name(int ch) {
+    switch (ch) {
+    case 'A': return "--algo";
+    case 'T': return "--transport";
+    case 'B': return "--buffers";
+    case 'M': return "--min-time";
+    default: {
+        static char f[3] = "-?";
+        f[1] = (char)ch;
+        return f;
+    }
+    }
 }
 
 static int parse_opts(int argc, char **argv, bench_opts *o) {
@@ -115,11 +134,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             else rc = baton__fail(BATON_EINVAL, "expected malloc, shm or both");
             break;
         case 'h': usage(stdout); return 1;
-        case ':': fprintf(stderr, "baton bench: option %s needs a value (see baton bench --help)\n", argv[optind - 1]); return -1;
+        case ':': fprintf(stderr, "baton bench: option %s needs a value (see baton bench --help)\n", flag_name(optopt)); return -1;
         default: fprintf(stderr, "baton bench: unknown option '%s' (see baton bench --help)\n", argv[optind - 1]); return -1;
         }
         if (rc < 0) {
-            fprintf(stderr, "baton bench: bad value '%s' for %s: %s\n", optarg, argv[optind - 1], baton_last_error());
+            fprintf(stderr, "baton bench: bad value '%s' for %s: %s (see baton bench --help)\n", optarg, flag_name(ch),
+                    baton_last_error());
             return -1;
         }
     }
@@ -276,11 +296,8 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     for (int round = 0; round < 3; round++) {
         if ((rc = baton_barrier(c)) < 0) return rc;
         uint64_t t0 = baton__now_ns();
-        for (long i = 0; i < iters; i++, it++) {
-            if (o->check) fill(o, rank, n, b, count, it);
+        for (long i = 0; i < iters; i++)   /* the collective only: no fill, no check */
             if ((rc = run_once(c, o, b, count)) < 0) return rc;
-            if (o->check) wrong += check(o, rank, n, b, count, it);
-        }
         double t = (double)(baton__now_ns() - t0) / 1e9;
         *algo = baton_comm_last_algo(c); /* before the agreement below runs a collective of its own */
         if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
@@ -290,6 +307,11 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
         iters = want > iters ? (want < 10000000 ? want : 10000000) : iters * 2;
     }
     tmax /= (double)iters;
+    if (o->check) {   /* one more checked iteration after the timed ones, outside the timing */
+        fill(o, rank, n, b, count, it);
+        if ((rc = run_once(c, o, b, count)) < 0) return rc;
+        wrong += check(o, rank, n, b, count, it);
+    }
     int64_t w = wrong, wsum;
     if ((rc = baton_allreduce(c, &w, &wsum, 1, BATON_I64, BATON_SUM)) < 0) return rc;
     *time_s = tmax;
@@ -343,6 +365,8 @@ int baton_cmd_bench(int argc, char **argv) {
         fflush(stdout);
     }
     int modes[2] = {o.bufmode == 1, 1}, nmodes = o.bufmode == 2 ? 2 : 1;
+    double busbw_sum = 0;
+    long rows = 0, wrong_total = 0;
     for (uint64_t size = o.minbytes; size <= o.maxbytes && !status;) {
         /* Elements per rank-side buffer, as nccl-tests counts them. */
         size_t total = (size_t)(size / esz);
@@ -375,14 +399,18 @@ int baton_cmd_bench(int argc, char **argv) {
             } else if (rank == 0) {
                 size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);
                 double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * busbw_factor(o.coll, n);
-                char algo[32];
+                char algo[32], wrong_s[24] = "N/A";
                 snprintf(algo, sizeof algo, "%s%s", baton_algo_name(algo_used), b.shm ? "+shmbuf" : "");
+                if (o.check) snprintf(wrong_s, sizeof wrong_s, "%ld", wrong);
                 if (o.csv)
-                    printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%ld\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz, baton_dtype_name(o.dt),
-                           baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong);
+                    printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz, baton_dtype_name(o.dt),
+                           baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s);
                 else
-                    printf("%12zu %12zu %6s %6s %12s %12.2f %11.3f %11.3f %8ld\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
-                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong);
+                    printf("%12zu %12zu %6s %6s %12s %12.2f %11.3f %11.3f %8s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
+                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s);
+                busbw_sum += busbw;
+                rows++;
+                wrong_total += wrong;
                 fflush(stdout);
             }
             if (rank == 0 && wrong) status = 1;
@@ -392,6 +420,11 @@ int baton_cmd_bench(int argc, char **argv) {
         if (o.coll == B_BARRIER) break;
         uint64_t next = (uint64_t)((double)size * o.factor);
         size = next > size ? next : size + 1;
+    }
+    if (rank == 0 && !o.csv && rows) {   /* nccl-tests' closing lines */
+        if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g \n", busbw_sum / (double)rows);
+        fflush(stdout);
     }
     baton_comm_free(c);
     return status;

@@ -302,14 +302,9 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
                 "per epoch\n", o->checkpoint, pos->step, pos->epoch, pos->epoch_step, pos->sample_offset, steps_per_epoch);
         return 2;
     }
-    const baton_lr_schedule *c = &pos->sched;
-    int same = c->kind == sched->kind && c->lr == sched->lr && c->warmup == sched->warmup && c->total == sched->total &&
-               c->min_lr == sched->min_lr && c->step_every == sched->step_every && c->gamma == sched->gamma;
-    if (talk && !same)
-        fprintf(stderr, "baton train: note: the learning-rate schedule of the checkpoint (lr %g, %ld warmup, %ld total "
-                "steps) replaces this command line's (lr %g, %ld, %ld)\n", (double)pos->sched.lr, pos->sched.warmup,
-                pos->sched.total, (double)sched->lr, sched->warmup, sched->total);
-    *sched = pos->sched;
+    char how[64];
+    snprintf(how, sizeof how, o->steps_set ? "--steps %ld" : "--epochs %ld", o->steps_set ? o->steps : o->epochs);
+    if ((rc = train_resume_schedule(talk, pos->step, sched->total, how, sched, &pos->sched)) != 0) return rc;
     if (talk)
         fprintf(stderr, "baton train: resuming from %s/step-%ld (epoch %ld, step %ld of it)\n", o->checkpoint, pos->step,
                 pos->epoch + 1, pos->epoch_step);
@@ -334,6 +329,8 @@ int baton_cmd_train(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
+    train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1}};
+    if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
     baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
 
     baton_comm *comm = NULL;

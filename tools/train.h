@@ -41,6 +41,21 @@ int train_load_data(const char *data, const char *data_dir, long train_samples, 
                     baton_dataset *test);
 void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
                          double acc, double sps, int force);
+/* One output path of baton train: a file (--save, --trace) or a directory (--checkpoint). */
+typedef struct {
+    const char *flag;    /* "--save" */
+    const char *path;    /* NULL: not asked for */
+    int is_dir;          /* 1: a directory that exists or can be made in an existing one */
+} train_output;
+/* Checks each path before the first step: the directory exists and files can be created in it (a probe
+ * file is made and removed), a file path is not a directory, a directory path is not a file. Prints one
+ * line naming the flag and returns 2 (the exit code) on the first bad one, else 0. (tools/train_out.c) */
+int train_check_outputs(const train_output *outs, int n);
+/* The schedule a resumed run follows: the checkpoint's (ckpt), extended to `total` steps when the command
+ * line asks for more; refuses (2) when `done` > total. `how` names the flag ("--steps 40"). On success
+ * *cmdline is replaced by the schedule to use. (tools/train_sched.c) */
+int train_resume_schedule(int talk, long done, long total, const char *how, baton_lr_schedule *cmdline,
+                          const baton_lr_schedule *ckpt);
 int train_default_threads(int local_size);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
 /* tools/train_gpt.c: `baton train --model gpt` (its own options and loop). */
 int baton_cmd_train_gpt(int argc, char **argv);
