@@ -108,6 +108,9 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CFLAGS  += -fPIC -fno-semantic-interposition
 SO_REAL := $(BUILD)/libbaton.so.$(BATON_VERSION)
+# `baton --version`; main.o is rebuilt when the version changes (the Makefile is among its prerequisites)
+$(BUILD)/obj/tools/main.o: CFLAGS += -DBATON_VERSION_STRING='"$(BATON_VERSION)"'
+$(BUILD)/obj/tools/main.o: Makefile
 # The Python package is built for Debian's interpreter (the one python3-numpy and python3-torch belong to).
 PY       := /usr/bin/python3
 PY_INC   := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)

@@ -22,6 +22,7 @@
 #include "baton/nn.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "commands.h"
 #include "train.h"
 #include "util/util.h"
@@ -56,6 +57,7 @@ static const char usage_text[] =
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
+    "  --min-lr LR            the lr cosine decays to (default 0)\n"
     "  --warmup-steps N       warmup steps (default 100; --warmup is the same)\n"
     "  --lr-scaling none|linear       linear: lr x world size (the effective batch grows with it)\n"
     "  --step-every N --gamma G       step decay: lr *= G every N steps (defaults 1 epoch, 0.1)\n"
@@ -139,7 +141,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -331,7 +333,7 @@ int baton_cmd_train(int argc, char **argv) {
     long world = le.world;
     train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1}};
     if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
-    baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
+    int threads = train_threads(o.threads, &le);
 
     baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
@@ -424,7 +426,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
                         "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
                 baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
-                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads(le.local_size));
+                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", threads);
 
     double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = pos.step, evaluated = 0;
@@ -569,7 +571,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
-        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads(le.local_size));
+        cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);

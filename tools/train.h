@@ -56,7 +56,10 @@ int train_check_outputs(const train_output *outs, int n);
  * *cmdline is replaced by the schedule to use. (tools/train_sched.c) */
 int train_resume_schedule(int talk, long done, long total, const char *how, baton_lr_schedule *cmdline,
                           const baton_lr_schedule *ckpt);
-int train_default_threads(int local_size);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
+int train_default_threads(int local_size);
+/* Sets and returns the compute threads: `asked` (--threads; 0: train_default_threads). When asked x the
+ * launcher's local ranks exceed the usable cores, local rank 0 warns (the ranks would fight over cores). */
+int train_threads(long asked, const baton_launch_env *le);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
 /* tools/train_gpt.c: `baton train --model gpt` (its own options and loop). */
 int baton_cmd_train_gpt(int argc, char **argv);
 

@@ -19,6 +19,7 @@
 #include "baton/gpt.h"
 #include "baton/text.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "train.h"
 #include "util/util.h"
 
@@ -40,7 +41,8 @@ static const char usage_text[] =
     "  --steps S              optimizer steps (default 1000)\n"
     "  --batch B              windows of T tokens per step per rank (default 16)\n"
     "  --lr LR --min-lr LR    peak and final learning rate (default 1e-3 and lr/10)\n"
-    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100)\n"
+    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100;\n"
+    "                         --warmup is the same)\n"
     "  --weight-decay WD      AdamW decay of matrices and embeddings (default 0.1; betas 0.9, --beta2 0.99)\n"
     "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
     "  --eval-every N         validation every N steps and at the end (default 100)\n"
@@ -84,7 +86,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
         if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -181,8 +183,7 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
-    int threads = o.threads ? (int)o.threads : train_default_threads(le.local_size);
-    baton_set_threads(threads);
+    int threads = train_threads(o.threads, &le);
     baton_comm *comm = NULL;
     baton_text tx = {0};
     baton_gpt *g = NULL;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "train.h"
 #include "util/util.h"
 
@@ -70,9 +71,21 @@ void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoc
 }
 
 int train_default_threads(int local_size) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = local_size > 0 ? local_size : 1;
-    long t = cores > 0 ? cores / local : 1;
+    long cores = cli_cores(), local = local_size > 0 ? local_size : 1;
+    long t = cores / local;
     return t < 1 ? 1 : (int)t;
+}
+
+int train_threads(long asked, const baton_launch_env *le) {
+    int threads = asked ? (int)asked : train_default_threads(le->local_size);
+    long local = le->local_size > 0 ? le->local_size : 1, cores = cli_cores();
+    if (asked && asked * local > cores && le->local_rank <= 0)
+        fprintf(stderr, "baton train: warning: --threads %ld x %ld local %s = %ld threads on %ld %s: they will "
+                "slow each other down; use --threads %ld or fewer (or leave it out: cores / local ranks)\n", asked, local,
+                cli_plural(local, "rank", "ranks"), asked * local, cores, cli_plural(cores, "core", "cores"),
+                cores / local > 0 ? cores / local : 1);
+    baton_set_threads(threads);
+    return threads;
 }
 
 /* Loads the training and test sets named by --data. */
