@@ -23,8 +23,22 @@ typedef struct {
 typedef struct {
     int tty;             /* stderr is a terminal: redraw one bar line */
     long log_every;      /* otherwise: one line every log_every steps */
+    int by_steps;        /* --steps given: the bar fills against the run's steps, not the epoch's */
+    long total;          /* the run's last step (the schedule's length) */
+    long first_step;     /* the step this process started at (a resumed run: not 0) */
+    uint64_t start_ns;   /* when this process started training (CLOCK_MONOTONIC) */
     uint64_t last_draw_ns;
 } progress;
+
+/* Where the run stands after one optimizer step, for the progress line. */
+typedef struct {
+    long epoch, epochs;                   /* 1-based epoch, of epochs */
+    long step_in_epoch, steps_per_epoch;  /* steps done in this epoch (1-based), of steps_per_epoch */
+    long step;                            /* steps done in the run (1-based), of progress.total */
+    double loss, acc;                     /* the epoch's mean training loss and accuracy (0..1) so far */
+    double lr;                            /* the learning rate this step used */
+    double sps;                           /* samples per second, all ranks, over this epoch */
+} progress_at;
 
 int train_batch_alloc(batch_buf *b, int n, int dim);   /* -1 on out of memory */
 void train_batch_free(batch_buf *b);
@@ -39,8 +53,9 @@ int train_evaluate_all(baton_comm *comm, baton_model *m, baton_tape *t, const ba
 /* --data fashion-mnist|synthetic into train and test. */
 int train_load_data(const char *data, const char *data_dir, long train_samples, uint64_t seed, baton_dataset *train,
                     baton_dataset *test);
-void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
-                         double acc, double sps, int force);
+/* A terminal gets one redrawn line (at most 10 a second, or when force): a bar, loss, accuracy, lr, samples/s,
+ * elapsed time and ETA; otherwise one line every log_every steps of the epoch (or when force). */
+void train_progress_step(progress *p, const progress_at *at, int force);
 /* One output path of baton train: a file (--save, --trace) or a directory (--checkpoint). */
 typedef struct {
     const char *flag;    /* "--save" */
