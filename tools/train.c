@@ -543,11 +543,7 @@ int baton_cmd_train(int argc, char **argv) {
     baton_ddp_get_stats(ddp, &st);
 
     if (o.save && rank == 0) {
-        char hidden[128] = "";
-        for (int i = 0; i < o.mc.n_hidden; i++)
-            snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), "%s%d", i ? "," : "", o.mc.hidden[i]);
-        const char *meta[] = {"format", "pt", "producer", "baton train", "model", o.model, "hidden", hidden};
-        if (baton_st_save_params(o.save, params, meta, 4) < 0) {
+        if (train_save_model(o.save, params, &o.mc, o.data) < 0) {
             fprintf(stderr, "baton train: --save: %s\n", baton_last_error());
             goto out;
         }

@@ -66,6 +66,10 @@ typedef struct {
  * file is made and removed), a file path is not a directory, a directory path is not a file. Prints one
  * line naming the flag and returns 2 (the exit code) on the first bad one, else 0. (tools/train_out.c) */
 int train_check_outputs(const train_output *outs, int n);
+/* --save: the parameters (F32, under their names) with metadata that describes the model completely: model,
+ * architecture, hidden, channels (cnn), input_shape (C,H,W), classes, data, and for image data input_mean,
+ * input_std and input_normalization (docs/pytorch.md rebuilds the model from these). (tools/train_out.c) */
+int train_save_model(const char *path, const baton_params *params, const baton_model_config *mc, const char *data);
 /* The schedule a resumed run follows: the checkpoint's (ckpt), extended to `total` steps when the command
  * line asks for more; refuses (2) when `done` > total. `how` names the flag ("--steps 40"). On success
  * *cmdline is replaced by the schedule to use. (tools/train_sched.c) */
