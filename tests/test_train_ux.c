@@ -279,6 +279,14 @@ TEST_T(train_summary_of_two_ranks, 120) {
 
 /* ---- saved models describe themselves (item 7) -------------------------------------------------------- */
 
+/* The metadata entry key of f equals want (a missing one fails, naming the key). */
+#define ASSERT_META(f, key, want)                                                                           \
+    do {                                                                                                    \
+        const char *th_m = baton_st_meta(f, key);                                                           \
+        if (!th_m) th_fail(__FILE__, __LINE__, "no metadata entry \"%s\"", key);                           \
+        ASSERT_STR_EQ(th_m, want);                                                                          \
+    } while (0)
+
 /* --save records the model's whole configuration (and, for image data, the input normalisation): the CNN's
  * channels were missing, and so was the normalisation without which a reader loses ~15 points. */
 TEST_T(train_save_records_the_model_configuration, 120) {
@@ -291,20 +299,20 @@ TEST_T(train_save_records_the_model_configuration, 120) {
     free(out);
     baton_st_file *f;
     ASSERT_OK(baton_st_open(&f, cnn));
-    ASSERT_STR_EQ(baton_st_meta(f, "model"), "cnn");
-    ASSERT_STR_EQ(baton_st_meta(f, "channels"), "2,3");
-    ASSERT_STR_EQ(baton_st_meta(f, "hidden"), "8");
-    ASSERT_STR_EQ(baton_st_meta(f, "input_shape"), "1,28,28");
-    ASSERT_STR_EQ(baton_st_meta(f, "classes"), "10");
+    ASSERT_META(f, "model", "cnn");
+    ASSERT_META(f, "channels", "2,3");
+    ASSERT_META(f, "hidden", "8");
+    ASSERT_META(f, "input_shape", "1,28,28");
+    ASSERT_META(f, "classes", "10");
     ASSERT_CONTAINS(baton_st_meta(f, "architecture"), "Conv2d(3x3, stride 1, padding 1) + ReLU + MaxPool2d(2)");
-    ASSERT_STR_EQ(baton_st_meta(f, "data"), "synthetic");
+    ASSERT_META(f, "data", "synthetic");
     ASSERT_TRUE(baton_st_meta(f, "input_mean") == NULL);   /* synthetic inputs are not pixels */
     baton_st_close(f);
     ASSERT_OK(baton_st_open(&f, mlp));
-    ASSERT_STR_EQ(baton_st_meta(f, "model"), "mlp");
-    ASSERT_STR_EQ(baton_st_meta(f, "hidden"), "16,8");
+    ASSERT_META(f, "model", "mlp");
+    ASSERT_META(f, "hidden", "16,8");
     ASSERT_TRUE(baton_st_meta(f, "channels") == NULL);
-    ASSERT_STR_EQ(baton_st_meta(f, "input_shape"), "1,28,28");
+    ASSERT_META(f, "input_shape", "1,28,28");
     baton_st_close(f);
 }
 
@@ -328,9 +336,9 @@ TEST_T(train_save_records_the_input_normalization_of_image_data, 120) {
     free(out);
     baton_st_file *f;
     ASSERT_OK(baton_st_open(&f, m));
-    ASSERT_STR_EQ(baton_st_meta(f, "input_shape"), "1,4,4");
-    ASSERT_STR_EQ(baton_st_meta(f, "input_mean"), "0.2860");
-    ASSERT_STR_EQ(baton_st_meta(f, "input_std"), "0.3530");
-    ASSERT_STR_EQ(baton_st_meta(f, "input_normalization"), "x = (pixel / 255 - 0.2860) / 0.3530");
+    ASSERT_META(f, "input_shape", "1,4,4");
+    ASSERT_META(f, "input_mean", "0.2860");
+    ASSERT_META(f, "input_std", "0.3530");
+    ASSERT_META(f, "input_normalization", "x = (pixel / 255 - 0.2860) / 0.3530");
     baton_st_close(f);
 }
