@@ -204,3 +204,173 @@ TEST(bad_input_names_the_flag) {
     refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --ranks 8,-64", "--ranks");
     refused("frobnicate", "frobnicate");
 }
+
+/* ---- the calibration (comm/tuning.h) ---------------------------------------------------------------- */
+
+#include <sys/stat.h>
+
+#include "comm/tuning.h"
+
+TEST(tuning_fit_recovers_a_line_and_splits_two_regimes) {
+    baton_tuning t = {0};
+    for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, x, 2e-6 + 1e-9 * x));
+    /* a second algorithm: flat up to 4 KiB, then a steep line */
+    for (double x = 4; x <= 16e6; x *= 4)
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RD, 2, x, x <= 4096 ? 3e-6 : 50e-6 + 4e-9 * x));
+    ASSERT_OK(baton__tuning_fit(&t));
+    int ring_fits = 0, rd_fits = 0;
+    for (int i = 0; i < t.nfits; i++) *(t.fits[i].algo == BATON_ALGO_RING ? &ring_fits : &rd_fits) += 1;
+    ASSERT_EQ_INT(ring_fits, 1);
+    ASSERT_TRUE(rd_fits >= 2);
+    double s;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 1e6, &s));
+    ASSERT_NEAR(s, 2e-6 + 1e-3, 1e-9);
+    for (int i = 0; i < t.npoints; i++) {
+        ASSERT_OK(baton__tuning_predict(&t, t.points[i].link, t.points[i].algo, 2, t.points[i].bytes, &s));
+        ASSERT_TRUE(fabs(s - t.points[i].secs) <= 0.10 * t.points[i].secs);
+    }
+    /* the alpha-beta link from the ring: t = 2 alpha + n / beta with K = 2 */
+    ASSERT_TRUE(t.have_link[BATON_LINK_TCP]);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].bw_Bps, 1e9, 1e6);
+    /* the best: ring (2 us + 1 ns/B) below 1 KB, rd (a 3 us plateau) from there to 4 KiB, ring above */
+    baton_algo c[2] = {BATON_ALGO_RING, BATON_ALGO_RD};
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 64), BATON_ALGO_RING);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 2000), BATON_ALGO_RD);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 1e6), BATON_ALGO_RING);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_SHM, c, 2, 2, 64), BATON_ALGO_AUTO);
+    /* an unmeasured world size: the nearest one scaled by the model (ring: 2(K-1)/K) */
+    double s4;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, 16e6, &s4));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 16e6, &s));
+    ASSERT_NEAR(s4 / s, (6e-6 + 1.5 * 16e-3) / (2e-6 + 16e-3), 1e-3);
+    baton__tuning_free(&t);
+}
+
+TEST(tuning_file_round_trips_private_and_refuses_bad_fields) {
+    baton_tuning t = {0};
+    for (double x = 4; x <= 1e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, x, 1e-6 + 1e-10 * x));
+    snprintf(t.about, sizeof t.about, "test");
+    ASSERT_OK(baton__tuning_fit(&t));
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_save(path, &t));
+    struct stat st;
+    ASSERT_TRUE(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    baton_tuning u;
+    ASSERT_OK(baton__tuning_load(path, &u));
+    ASSERT_EQ_INT(u.nfits, t.nfits);
+    ASSERT_EQ_INT(u.npoints, t.npoints);
+    double a, b;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, 5000, &a));
+    ASSERT_OK(baton__tuning_predict(&u, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, 5000, &b));
+    ASSERT_NEAR(a, b, 1e-15);
+    baton__tuning_free(&t);
+    baton__tuning_free(&u);
+    const char *bad[][2] = {
+        {"not json", "not JSON"},
+        {"{\"version\":2,\"links\":[],\"fits\":[],\"points\":[]}", "version"},
+        {"{\"version\":1,\"links\":[],\"fits\":{},\"points\":[]}", "arrays"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"ib\",\"algo\":\"ring\",\"ranks\":2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].transport"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"warp\",\"ranks\":2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].algo"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":-2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].ranks"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":5,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].hi"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":1,\"hi\":2,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].a_us"},
+        {"{\"version\":1,\"links\":[{\"transport\":\"tcp\",\"lat_us\":1,\"bw_gbs\":0}],\"fits\":[],\"points\":[]}", "links[0].bw_gbs"},
+        {"{\"version\":1,\"links\":[],\"fits\":[],\"points\":[{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"bytes\":8,\"us\":1e300}]}", "points[0].us"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_TRUE(baton__tuning_parse(bad[i][0], strlen(bad[i][0]), &u) == BATON_EFORMAT);
+        ASSERT_CONTAINS(th_errdetail(), bad[i][1]);
+    }
+}
+
+/* A calibration in which, on shared memory with 2 ranks, direct is never fastest, the ring wins up to 444 B
+ * and rd above; over TCP the other way round. */
+static const char *synthetic_tuning(void) {
+    static char path[600];
+    snprintf(path, sizeof path, "%s/tuning.json", th_tmpdir());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fprintf(f, "{\"version\":1,\"about\":\"synthetic\",\"links\":[],\"fits\":["
+               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":100,\"b_us_per_byte\":0},"
+               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
+               "{\"transport\":\"shm\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001},"
+               "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
+               "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001}"
+               "],\"points\":[]}");
+    fclose(f);
+    return path;
+}
+
+/* The algo column of `baton bench` rows for 8, 64, 512 and 4096 bytes, checked (-c 1): "a,b,c,d". */
+static void bench_algos(const char *env, const char *transport, char *out, size_t n) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s %s run -n 2 -- %s bench allreduce --csv -b 8 -e 4096 -f 8 -c 1 -w 1 -n 1 --min-time 0 --transport %s 2>&1",
+             env, th_baton(), th_baton(), transport);
+    int rc = th_run(cmd, 60, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "%s: rc %d: %s", cmd, rc, o ? o : "");
+    out[0] = 0;
+    for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
+        char algo[32];
+        long bytes;
+        if (sscanf(line, "%ld,%*[^,],%*[^,],%*[^,],%31[^,]", &bytes, algo) != 2) continue;
+        ASSERT_TRUE(strstr(line, ",0") != NULL); /* wrong == 0 */
+        ASSERT_EQ_INT(line[strlen(line) - 1], '0');
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? "," : "", algo);
+    }
+    free(o);
+}
+
+TEST_T(auto_follows_the_calibration, 180) {
+    char env[800], algos[256];
+    snprintf(env, sizeof env, "BATON_TUNING=%s", synthetic_tuning());
+    bench_algos(env, "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "ring,ring,rd,rd");
+    bench_algos(env, "tcp", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,ring,ring");
+    /* off: the fixed rules (shared memory: direct) */
+    bench_algos("BATON_TUNING=off", "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "direct,direct,direct,direct");
+}
+
+TEST_T(auto_refuses_an_unreadable_calibration, 60) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_TUNING=%s/missing.json %s run -n 2 -- %s bench allreduce -b 8 -e 8 2>&1", th_tmpdir(),
+             th_baton(), th_baton());
+    int rc = th_run(cmd, 60, &o, NULL);
+    ASSERT_TRUE(rc != 0);
+    ASSERT_CONTAINS(o, "BATON_TUNING");
+    ASSERT_CONTAINS(o, "missing.json");
+    free(o);
+}
+
+TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports shm --max-bytes 64 --rounds 1 --out %s/c.json 2>&1",
+             th_baton(), th_tmpdir());
+    int rc = th_run(cmd, 200, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "Calibrated in");
+    free(o);
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --link shm --ranks 2 --bytes 64 --json", th_tmpdir());
+    o = plan(cmd, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "\"algo\": \"direct\"");
+    ASSERT_CONTAINS(o, "\"measured_us\"");
+    /* at a measured size the prediction is the measurement within the fit's 10 % */
+    char *p = strstr(o, "\"predicted_us\": "), *m = strstr(o, "\"measured_us\": ");
+    ASSERT_TRUE(p && m);
+    double pv = atof(p + 16), mv = atof(m + 15);
+    ASSERT_TRUE(fabs(pv - mv) <= 0.1 * mv + 1e-9);
+    free(o);
+    refused("calibrate --rounds 0", "--rounds");
+    refused("calibrate --max-bytes nan", "--max-bytes");
+    refused("calibrate --transports ib", "--transports");
+    refused("calibrate --ranks 1", "--ranks");
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/nope.json --ranks 2 --bytes 64", th_tmpdir());
+    refused(cmd, "--calibrated");
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());
+    refused(cmd, "--link");
+}

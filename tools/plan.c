@@ -191,9 +191,12 @@ static int plan_allreduce(int argc, char **argv) {
         {"--ranks-per-node", 'i', 1, 4096, &o.rpn, "hier: ranks per node L"},
         {"--intra-bw-gbs", 'd', 1e-6, 1e6, &o.intra_bw, "hier: intra-node bandwidth, GB/s"},
         {"--intra-lat-us", 'd', 0, 1e7, &o.intra_lat, "hier: intra-node latency, microseconds"},
+        {"--calibrated", 's', 0, 0, &o.calibrated, "FILE from `baton plan calibrate`: predict baton bench on this machine"},
+        {"--link", 's', 0, 0, &o.link, "with --calibrated: shm | tcp (default shm)"},
+        {"--plot", 's', 0, 0, &o.plot, "with --calibrated: FILE.svg, time against size, measured points overlaid"},
         {"--json", 'f', 0, 0, &o.json, "machine-readable output"},
     };
-    enum { F_PARAMS, F_BPP, F_BYTES, F_RANKS, F_BW, F_LAT, F_COMPUTE, F_ALGO, F_NODES, F_RPN, F_IBW, F_ILAT };
+    enum { F_PARAMS, F_BPP, F_BYTES, F_RANKS, F_BW, F_LAT, F_COMPUTE, F_ALGO, F_NODES, F_RPN, F_IBW, F_ILAT, F_CAL, F_LINK, F_PLOT };
     int nf = (int)(sizeof flags / sizeof flags[0]), seen[32];
     int rc = plan_parse(sub, argc, argv, flags, nf, seen);
     if (rc) return rc > 0 ? 0 : 2;
@@ -205,6 +208,13 @@ static int plan_allreduce(int argc, char **argv) {
         o.bytes = o.params * o.bpp;
         if (o.bytes > MAX_BYTES) return plan_error(sub, "--params x --bytes-per-param is %g bytes, more than %g", o.bytes, MAX_BYTES), 2;
     }
+    if (seen[F_CAL]) {
+        if (!seen[F_RANKS]) return plan_error(sub, "--calibrated needs --ranks"), 2;
+        if (seen[F_BW] || seen[F_LAT] || seen[F_ALGO] || seen[F_NODES])
+            return plan_error(sub, "--calibrated takes the link from the file: drop --bw-gbs, --lat-us, --algo and --nodes"), 2;
+        return plan_cmd_calibrated(sub, o.calibrated, seen[F_LINK] ? o.link : "shm", o.ranks, o.bytes, o.json, o.plot);
+    }
+    if (seen[F_LINK] || seen[F_PLOT]) return plan_error(sub, "--link and --plot go with --calibrated FILE"), 2;
     baton_model_algo algo;
     if (baton__model_algo_parse(o.algo, &algo) < 0)
         return plan_error(sub, "bad value '%s' for --algo: expected ring, tree, rd, direct or hier", o.algo), 2;
@@ -416,6 +426,7 @@ static const struct {
     {"sweep", plan_cmd_sweep, "all-reduce time and efficiency over payload sizes; where efficiency falls below a threshold"},
     {"solve", plan_cmd_solve, "the compute per step (or the bandwidth) that reaches a target efficiency"},
     {"compare", plan_cmd_compare, "hierarchical against flat all-reduce for a cluster"},
+    {"calibrate", plan_cmd_calibrate, "measure this machine's all-reduces (shm, tcp) and fit the model to them"},
     {"memory", plan_cmd_memory, "bytes per rank for parameters, gradients and AdamW state, with ZeRO stages 1-2"},
 };
 

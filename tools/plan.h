@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "comm/model.h"
+#include "comm/tuning.h"
 
 #define PLAN_LIST_MAX 64
 
@@ -44,6 +45,9 @@ int plan_cmd_solve(int argc, char **argv);
 int plan_cmd_compare(int argc, char **argv);
 int plan_cmd_memory(int argc, char **argv);
 int plan_cmd_calibrate(int argc, char **argv);
+/* plan_calib.c: `plan allreduce --calibrated FILE`: predicted baton bench times per algorithm. Exit code. */
+int plan_cmd_calibrated(const char *sub, const char *file, const char *link, int ranks, double bytes, int json,
+                        const char *plot);
 
 /* plan_plot.c: an SVG of one or two panels. Each series is (x, y) points; measured series are drawn as dots.
  * log_x / log_y choose the axes. Returns 0 or -1 after printing a line naming the file. */
