@@ -374,3 +374,25 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());
     refused(cmd, "--link");
 }
+
+TEST(plot_writes_an_svg_with_a_curve_per_link_and_refuses_other_names) {
+    char args[1024];
+    int rc;
+    snprintf(args, sizeof args, PUB "--bw-gbs 300,12.5 --lat-us 1,5 --plot %s/p.svg", th_tmpdir());
+    char *o = plan(args, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    free(o);
+    char path[600], *svg = NULL;
+    snprintf(path, sizeof path, "cat %s/p.svg", th_tmpdir());
+    ASSERT_EQ_INT(th_run(path, 10, &svg, NULL), 0);
+    ASSERT_TRUE(strncmp(svg, "<svg", 4) == 0);
+    ASSERT_CONTAINS(svg, "efficiency against K");
+    ASSERT_CONTAINS(svg, "all-reduce time against size");
+    int lines = 0;
+    for (const char *p = svg; (p = strstr(p, "<polyline")); p++) lines++;
+    ASSERT_EQ_INT(lines, 4); /* 2 links x 2 panels */
+    ASSERT_CONTAINS(svg, "</svg>");
+    free(svg);
+    refused(PUB "--bw-gbs 300 --lat-us 1 --plot out.png", "--plot");
+    refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --plot out", "--plot");
+}

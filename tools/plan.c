@@ -175,6 +175,40 @@ static int ar_link(const ar_opts *o, int i, baton_link_params *l) {
 }
 
 
+static baton_model_time ar_time(const ar_opts *o, baton_model_algo algo, baton_link_params intra, int i, double bytes,
+                                int ranks) {
+    baton_link_params l;
+    ar_link(o, i, &l);
+    if (algo != BATON_MODEL_HIER) return baton__model_flat(algo, bytes, ranks, l);
+    int nodes = ranks / o->rpn;
+    return baton__model_hier(bytes, nodes > 0 ? nodes : 1, o->rpn, intra, l);
+}
+
+/* Time against size (8 B to 4x the buffer) and efficiency (or time) against K, one curve per link. */
+static int ar_plot(const char *sub, const ar_opts *o, baton_model_algo algo, baton_link_params intra, int nlinks,
+                   int have_compute) {
+    enum { NS = 64, NK = 21 };
+    static double xs[8][NS], ts[8][NS], ks[8][NK], es[8][NK];
+    static char labels[8][64];
+    plot_panel p[2] = {{.title = "all-reduce time against size", .xlabel = "bytes", .ylabel = "seconds", .log_x = 1, .log_y = 1},
+                       {.title = have_compute ? "efficiency against K" : "all-reduce time against K", .xlabel = "ranks K",
+                        .ylabel = have_compute ? "efficiency" : "seconds", .log_x = 1, .log_y = !have_compute}};
+    for (int i = 0; i < nlinks && i < 8; i++) {
+        int n = 0, m = 0;
+        for (double b = 8; b <= 4 * o->bytes && n < NS; b *= 2, n++)
+            xs[i][n] = b, ts[i][n] = ar_time(o, algo, intra, i, b, o->ranks).total_s;
+        int step = algo == BATON_MODEL_HIER ? o->rpn : 1;
+        for (double k = step > 1 ? step : 2; k <= (double)step * 65536 && k <= MAX_RANKS && m < NK; k *= 2, m++) {
+            double t = ar_time(o, algo, intra, i, o->bytes, (int)k).total_s;
+            ks[i][m] = k, es[i][m] = have_compute ? baton__model_efficiency(o->compute_ms * 1e-3, t) : t;
+        }
+        snprintf(labels[i], sizeof labels[i], "%g GB/s, %g us", o->bw.v[o->bw.n == 1 ? 0 : i], o->lat.v[o->lat.n == 1 ? 0 : i]);
+        p[0].s[p[0].nseries++] = (plot_series){labels[i], n, xs[i], ts[i], 0};
+        p[1].s[p[1].nseries++] = (plot_series){labels[i], m, ks[i], es[i], 0};
+    }
+    return plan_plot_svg(sub, o->plot, p, 2);
+}
+
 static int plan_allreduce(int argc, char **argv) {
     const char *sub = "allreduce";
     ar_opts o = {.bpp = 0, .algo = "ring"};
@@ -193,7 +227,7 @@ static int plan_allreduce(int argc, char **argv) {
         {"--intra-lat-us", 'd', 0, 1e7, &o.intra_lat, "hier: intra-node latency, microseconds"},
         {"--calibrated", 's', 0, 0, &o.calibrated, "FILE from `baton plan calibrate`: predict baton bench on this machine"},
         {"--link", 's', 0, 0, &o.link, "with --calibrated: shm | tcp (default shm)"},
-        {"--plot", 's', 0, 0, &o.plot, "with --calibrated: FILE.svg, time against size, measured points overlaid"},
+        {"--plot", 's', 0, 0, &o.plot, "FILE.svg: time against size and efficiency against K (calibrated: measured points overlaid)"},
         {"--json", 'f', 0, 0, &o.json, "machine-readable output"},
     };
     enum { F_PARAMS, F_BPP, F_BYTES, F_RANKS, F_BW, F_LAT, F_COMPUTE, F_ALGO, F_NODES, F_RPN, F_IBW, F_ILAT, F_CAL, F_LINK, F_PLOT };
@@ -208,13 +242,14 @@ static int plan_allreduce(int argc, char **argv) {
         o.bytes = o.params * o.bpp;
         if (o.bytes > MAX_BYTES) return plan_error(sub, "--params x --bytes-per-param is %g bytes, more than %g", o.bytes, MAX_BYTES), 2;
     }
+    if (o.plot && plan_plot_check(sub, o.plot) < 0) return 2;
     if (seen[F_CAL]) {
         if (!seen[F_RANKS]) return plan_error(sub, "--calibrated needs --ranks"), 2;
         if (seen[F_BW] || seen[F_LAT] || seen[F_ALGO] || seen[F_NODES])
             return plan_error(sub, "--calibrated takes the link from the file: drop --bw-gbs, --lat-us, --algo and --nodes"), 2;
         return plan_cmd_calibrated(sub, o.calibrated, seen[F_LINK] ? o.link : "shm", o.ranks, o.bytes, o.json, o.plot);
     }
-    if (seen[F_LINK] || seen[F_PLOT]) return plan_error(sub, "--link and --plot go with --calibrated FILE"), 2;
+    if (seen[F_LINK]) return plan_error(sub, "--link goes with --calibrated FILE"), 2;
     baton_model_algo algo;
     if (baton__model_algo_parse(o.algo, &algo) < 0)
         return plan_error(sub, "bad value '%s' for --algo: expected ring, tree, rd, direct or hier", o.algo), 2;
@@ -248,6 +283,7 @@ static int plan_allreduce(int argc, char **argv) {
         eff[i] = baton__model_efficiency(compute_s, t[i].total_s);
     }
     char b1[64], b2[64], b3[64], b4[64];
+    if (o.plot && ar_plot(sub, &o, algo, intra, nlinks, have_compute) < 0) return 1;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "command", "allreduce");
@@ -323,7 +359,7 @@ static int plan_train(int argc, char **argv) {
     double params = 0, tokens = 0, peak = 0, mfu = 0, c = 0.04, gbpp = 0, bw = 0, lat = 0, step_tokens = 0;
     plan_list ranks = {0};
     int json = 0;
-    const char *algo_s = "ring";
+    const char *algo_s = "ring", *plot = NULL;
     plan_flag flags[] = {
         {"--params", 'd', 1, 1e15, &params, "model parameters"},
         {"--tokens", 'd', 1, 1e18, &tokens, "training tokens"},
@@ -336,6 +372,7 @@ static int plan_train(int argc, char **argv) {
         {"--bw-gbs", 'd', 1e-6, 1e6, &bw, "... link bandwidth, GB/s"},
         {"--lat-us", 'd', 0, 1e7, &lat, "... link latency, microseconds"},
         {"--algo", 's', 0, 0, &algo_s, "... ring | tree | rd | direct (default ring)"},
+        {"--plot", 's', 0, 0, &plot, "FILE.svg: efficiency and speedup against K"},
         {"--json", 'f', 0, 0, &json, "machine-readable output"},
     };
     enum { F_PARAMS, F_TOKENS, F_PEAK, F_MFU, F_RANKS, F_C, F_GBPP, F_STEP, F_BW, F_LAT, F_ALGO };
@@ -345,6 +382,7 @@ static int plan_train(int argc, char **argv) {
     if (!seen[F_PARAMS] || !seen[F_TOKENS] || !seen[F_PEAK] || !seen[F_MFU])
         return plan_error(sub, "give --params, --tokens, --peak-flops and --mfu"), 2;
     if (!seen[F_RANKS]) ranks.n = 1, ranks.v[0] = 1;
+    if (plot && plan_plot_check(sub, plot) < 0) return 2;
     int allreduce_model = seen[F_GBPP] || seen[F_STEP] || seen[F_BW] || seen[F_LAT] || seen[F_ALGO];
     baton_model_algo algo = BATON_MODEL_RING;
     if (allreduce_model) {
@@ -369,6 +407,13 @@ static int plan_train(int argc, char **argv) {
         }
         actual[i] = ideal[i] / eff[i];
         speed[i] = k * eff[i];
+    }
+    if (plot) {
+        plot_panel p[2] = {{.title = "efficiency against K", .xlabel = "devices K", .ylabel = "efficiency", .log_x = 1, .nseries = 1,
+                            .s = {{"model", ranks.n, ranks.v, eff, 0}}},
+                           {.title = "speedup against K", .xlabel = "devices K", .ylabel = "speedup", .log_x = 1, .log_y = 1,
+                            .nseries = 2, .s = {{"model", ranks.n, ranks.v, speed, 0}, {"ideal", ranks.n, ranks.v, ranks.v, 0}}}};
+        if (plan_plot_svg(sub, plot, p, 2) < 0) return 1;
     }
     if (json) {
         cJSON *j = cJSON_CreateObject();

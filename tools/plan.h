@@ -64,5 +64,7 @@ typedef struct {
     plot_series s[16];
 } plot_panel;
 int plan_plot_svg(const char *sub, const char *path, const plot_panel *panels, int npanels);
+/* Before any work: the --plot name must end in .svg (one line and -1 otherwise). */
+int plan_plot_check(const char *sub, const char *path);
 
 #endif

@@ -92,7 +92,8 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
         static double xs[4][64], ys[4][64], mx[4][64], my[4][64];
         plot_panel p = {.title = "all-reduce time against size (calibrated)", .xlabel = "bytes", .ylabel = "seconds", .log_x = 1, .log_y = 1};
         static char labels[8][48];
-        for (int i = 0; i < nc && have[i]; i++) {
+        for (int i = 0; i < nc; i++) {
+            if (!have[i]) continue;
             int n = 0, m = 0;
             for (double b = 4; b <= 1.1e9 && n < 64; b *= 2, n++) {
                 xs[i][n] = b;

@@ -57,6 +57,7 @@ int plan_cmd_sweep(int argc, char **argv) {
     int nf = (int)(sizeof flags / sizeof flags[0]), seen[32];
     int rc = plan_parse(sub, argc, argv, flags, nf, seen);
     if (rc) return rc > 0 ? 0 : 2;
+    if (plot && plan_plot_check(sub, plot) < 0) return 2;
     sweep_ctx c = {.threshold = threshold};
     if (baton__model_algo_parse(algo_s, &c.algo) < 0 || c.algo == BATON_MODEL_HIER)
         return plan_error(sub, "bad value '%s' for --algo: expected ring, tree, rd or direct", algo_s), 2;

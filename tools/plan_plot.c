@@ -90,10 +90,15 @@ static void panel(sbuf *s, const plot_panel *p, double ox, double oy, double w, 
 #undef PY
 }
 
-int plan_plot_svg(const char *sub, const char *path, const plot_panel *panels, int npanels) {
+int plan_plot_check(const char *sub, const char *path) {
     size_t pl = strlen(path);
     if (pl < 5 || strcmp(path + pl - 4, ".svg"))
-        return plan_error(sub, "--plot '%s': only .svg is written (name the file FILE.svg)", path);
+        return plan_error(sub, "bad value '%s' for --plot: only SVG is written (name the file FILE.svg)", path);
+    return 0;
+}
+
+int plan_plot_svg(const char *sub, const char *path, const plot_panel *panels, int npanels) {
+    if (plan_plot_check(sub, path) < 0) return -1;
     sbuf s = {0};
     double w = 520, h = 380;
     put(&s, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif'>\n", w * npanels, h);
