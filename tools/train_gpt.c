@@ -28,6 +28,7 @@ typedef struct {
     double lr, min_lr, weight_decay, clip, beta2;
     uint64_t seed;
     int json, min_lr_set;
+    int bf16, gemm;           /* --precision bf16; --gemm: the f32 library (baton_gemm_backend) */
     baton_gpt_config gc;
     baton_ddp_config ddp;
 } gpt_opts;
@@ -45,6 +46,9 @@ static const char usage_text[] =
     "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
     "  --eval-every N         validation every N steps and at the end (default 100)\n"
     "  --eval-windows N       validation windows per evaluation (default 32)\n"
+    "  --precision f32|bf16   matrix multiplies in f32, or bf16 with f32 accumulation and f32 master weights\n"
+    "                         (needs AVX512_BF16 or AMX; elsewhere a note and f32) (default f32)\n"
+    "  --gemm onednn|openblas f32 matrix-multiply library (default onednn: faster here, docs/decisions.md)\n"
     "  --seed N --threads T --log-every N --save FILE.safetensors --json\n"
     "  --bucket-mb MB --no-overlap --grad-dtype f32|bf16|f16   data-parallel (docs/ddp.md)\n";
 
@@ -68,6 +72,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
     o->seed = 1;
     o->gc = (baton_gpt_config){.vocab = BATON_TEXT_VOCAB, .context = 256, .layers = 6, .heads = 6, .dim = 384};
     o->ddp = baton_ddp_defaults();
+    o->gemm = BATON_GEMM_ONEDNN;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -133,6 +138,12 @@ static int parse(int argc, char **argv, gpt_opts *o) {
             if (strcmp(val, "fortunes") && (strncmp(val, "text:", 5) || !val[5]))
                 return bad(flag, "expects fortunes or text:FILE");
             o->data = val;
+        } else if (!strcmp(flag, "--precision")) {
+            if (strcmp(val, "f32") && strcmp(val, "bf16")) return bad(flag, "expects f32 or bf16");
+            o->bf16 = !strcmp(val, "bf16");
+        } else if (!strcmp(flag, "--gemm")) {
+            if (strcmp(val, "onednn") && strcmp(val, "openblas")) return bad(flag, "expects onednn or openblas");
+            o->gemm = !strcmp(val, "onednn") ? BATON_GEMM_ONEDNN : BATON_GEMM_OPENBLAS;
         } else if (!strcmp(flag, "--data-dir")) {
             o->data_dir = val;
         } else if (!strcmp(flag, "--save")) {
@@ -237,6 +248,16 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         fprintf(stderr, "baton train: out of memory\n");
         goto out;
     }
+    int gemm = o.gemm;   /* evaluation runs in the training precision too */
+    if (o.bf16 && !baton_gemm_bf16_available()) {
+        if (rank == 0) fprintf(stderr, "baton train: note: --precision bf16: this CPU has neither AVX512_BF16 nor AMX; running f32\n");
+    } else if (o.bf16) {
+        gemm = BATON_GEMM_ONEDNN_BF16;
+    }
+    if (baton_tape_set_gemm(tape, gemm) < 0 || baton_tape_set_gemm(etape, gemm) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     if ((rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
@@ -249,8 +270,9 @@ int baton_cmd_train_gpt(int argc, char **argv) {
     if (rank == 0)
         fprintf(stderr, "baton train: gpt %d layers x %d heads x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
                 "bytes (%ld/%ld documents), %ld train windows; %ld rank(s) x batch %ld x %d tokens, %ld steps, lr %g, "
-                "%d threads/rank\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
-                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads);
+                "%d threads/rank, %s\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
+                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads,
+                gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16 matmuls (oneDNN)" : gemm == BATON_GEMM_ONEDNN ? "f32 (oneDNN)" : "f32 (OpenBLAS)");
     double loss = 0.0, val_loss = NAN, initial = 0.0;
     uint64_t train_ns = 0;
     long epoch = 0;
@@ -331,6 +353,7 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "model_gflops_per_sec", tps * fpt * 1e-9);
         cJSON_AddNumberToObject(j, "step_ms", 1e3 * secs / (double)o.steps);
         cJSON_AddNumberToObject(j, "threads", threads);
+        cJSON_AddStringToObject(j, "precision", gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16" : "f32");
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);
