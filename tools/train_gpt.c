@@ -8,6 +8,7 @@
  * Evaluation: the first --eval-windows validation windows, sharded over the ranks, summed. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,18 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "model_gflops_per_sec", tps * fpt * 1e-9);
         cJSON_AddNumberToObject(j, "step_ms", 1e3 * secs / (double)o.steps);
         cJSON_AddNumberToObject(j, "threads", threads);
+        char hex[2][65];   /* the split, for comparison with bench/gpt_torch.py split */
+        const uint8_t *part[2] = {tx.train, tx.val};
+        size_t plen[2] = {tx.n_train, tx.n_val};
+        for (int i = 0; i < 2; i++) {
+            unsigned char h[32];
+            crypto_generichash(h, sizeof h, part[i], plen[i], NULL, 0);
+            sodium_bin2hex(hex[i], sizeof hex[i], h, sizeof h);
+        }
+        cJSON_AddNumberToObject(j, "train_bytes", (double)tx.n_train);
+        cJSON_AddNumberToObject(j, "val_bytes", (double)tx.n_val);
+        cJSON_AddStringToObject(j, "train_blake2b", hex[0]);
+        cJSON_AddStringToObject(j, "val_blake2b", hex[1]);
         cJSON_AddStringToObject(j, "precision", gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16" : "f32");
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
