@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     int ns = (int)(sizeof sh / sizeof sh[0]);
     const char *names[] = {"openblas", "onednn_f32", "onednn_bf16"};
     int nb = baton_gemm_bf16_available() ? 3 : 2;
-    size_t cap = (size_t)rows * 4 * c > (size_t)t * t ? (size_t)rows * 4 * c : (size_t)t * t;
+    size_t cap = (size_t)rows * 4 * c > (size_t)1536 * 1536 ? (size_t)rows * 4 * c : (size_t)1536 * 1536;
     float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *out = malloc(cap * sizeof *out);
     if (!a || !b || !out) return 1;
     baton_rng r;
@@ -90,6 +90,21 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    /* the machine's peak: a large square product (the MFU denominator of bench/gpt_vs_torch.sh) */
+    int sq = 1536;
+    printf("%-12s %5d %5d %5d %2d%2d", "peak square", sq, sq, sq, 0, 0);
+    for (int bk = 0; bk < nb; bk++) {
+        int reps = 0;
+        double t0 = now(), el;
+        baton_gemm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, 0.0f, out, sq);
+        t0 = now();
+        do {
+            baton_gemm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, 0.0f, out, sq);
+            reps++;
+        } while ((el = now() - t0) < min_s);
+        printf(" %12.1f", 2.0 * sq * sq * sq * reps / el * 1e-9);
+    }
+    printf("\n");
     printf("%-12s %23s", "step total", "");
     for (int bk = 0; bk < nb; bk++) printf(" %12.1f", step_flop / step_s[bk] * 1e-9);
     printf("   (weighted by calls per step: %.1f GFLOP)\n", step_flop * 1e-9);

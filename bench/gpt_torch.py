@@ -124,7 +124,8 @@ def build(torch, layers, heads, dim, context, vocab=256):
             self.wpe = nn.Embedding(context, dim)
             self.h = nn.ModuleList([Block() for _ in range(layers)])
             self.ln_f = nn.LayerNorm(dim, eps=1e-5)
-            self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).triu(1), persistent=False)
+            # not a buffer: DDP would broadcast it, and gloo has no bool
+            self.mask = torch.ones(context, context, dtype=torch.bool).triu(1)
             for name, p in self.named_parameters():   # baton's scheme (src/nn/gpt.c)
                 if p.dim() == 2:
                     std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj.weight") else 0.02
@@ -287,9 +288,14 @@ def cmd_train(a):
     train, val = load_text(a.data, a.data_dir)
     if a.world == 1:
         train_worker(0, a, train, val)
-    else:
-        import torch.multiprocessing as mp
-        mp.start_processes(train_worker, args=(a, train, val), nprocs=a.world, start_method="fork")
+        return
+    if not a.port:
+        import socket
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            a.port = sk.getsockname()[1]
+    import torch.multiprocessing as mp
+    mp.start_processes(train_worker, args=(a, train, val), nprocs=a.world, start_method="fork")
 
 
 def main():
@@ -314,7 +320,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--world", type=int, default=1, help="processes (DDP over gloo when > 1)")
-    p.add_argument("--port", type=int, default=29517, help="gloo rendezvous port on 127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="gloo rendezvous port on 127.0.0.1 (default: a free one)")
     a = p.parse_args()
     if a.command == "eval" and not a.model:
         p.error("eval needs MODEL.safetensors")

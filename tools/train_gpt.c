@@ -25,6 +25,7 @@
 
 typedef struct {
     const char *data, *data_dir, *save;
+    double time_limit;        /* --time-limit seconds of training, 0 = none */
     long steps, batch, threads, warmup, eval_every, eval_windows, log_every;
     double lr, min_lr, weight_decay, clip, beta2;
     uint64_t seed;
@@ -46,6 +47,7 @@ static const char usage_text[] =
     "  --weight-decay WD      AdamW decay of matrices and embeddings (default 0.1; betas 0.9, --beta2 0.99)\n"
     "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
     "  --eval-every N         validation every N steps and at the end (default 100)\n"
+    "  --time-limit SEC       stop after the step that reaches SEC seconds of training (then evaluate, save)\n"
     "  --eval-windows N       validation windows per evaluation (default 32)\n"
     "  --precision f32|bf16   matrix multiplies in f32, or bf16 with f32 accumulation and f32 master weights\n"
     "                         (needs AVX512_BF16 or AMX; elsewhere a note and f32) (default f32)\n"
@@ -123,6 +125,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
         DBL_OPT("--clip", o->clip, 0.0, 1e9)
         DBL_OPT("--beta2", o->beta2, 0.0, 0.999999)
         DBL_OPT("--bucket-mb", o->ddp.bucket_mb, 0.001, 4096.0)
+        DBL_OPT("--time-limit", o->time_limit, 0.001, 1e9)
 #undef INT_OPT
 #undef DBL_OPT
         if (!strcmp(flag, "--min-lr")) {
@@ -307,7 +310,20 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         if (rank == 0 && ((step + 1) % log_every == 0 || step == 0))
             fprintf(stderr, "step %ld/%ld  loss %.4f  lr %.3g  %.0f tokens/s  %.2f GFLOP/s\n", step + 1, o.steps, loss,
                     (double)lr, tps, tps * fpt * 1e-9);
-        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+        int last = step + 1 == o.steps;
+        if (o.time_limit > 0) {   /* every rank must stop at the same step: rank 0's clock decides */
+            double over = (double)train_ns * 1e-9 >= o.time_limit;
+            if (comm && baton_broadcast(comm, &over, 1, BATON_F64, 0) < 0) {
+                fprintf(stderr, "baton train: %s\n", baton_last_error());
+                goto out;
+            }
+            if (over && !last) {
+                last = 1;
+                o.steps = step + 1;
+                if (rank == 0) fprintf(stderr, "baton train: --time-limit %g s reached after %ld steps\n", o.time_limit, o.steps);
+            }
+        }
+        if ((step + 1) % o.eval_every == 0 || last) {
             if (evaluate(comm, g, etape, &tx, n_val, eb, ewin, &val_loss) < 0) {
                 fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());
                 goto out;
