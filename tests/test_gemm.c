@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "baton/gpt.h"
 #include "baton/nn.h"
@@ -195,4 +196,31 @@ TEST(bf16_training_tracks_f32) {
         ASSERT_NEAR(h[s], f[s], 0.02 * f[s]);   /* bf16 compute tracks f32 within 2 % */
     }
     ASSERT_TRUE(h[S - 1] != f[S - 1]);         /* and it really ran in bf16 */
+}
+
+/* A CPU without AVX512_BF16/AMX (simulated: oneDNN's DNNL_MAX_CPU_ISA caps the ISA it may use) gets one note
+ * and trains in f32; bad --precision / --gemm values are refused with one line. */
+TEST(bf16_on_a_cpu_without_it_says_so_and_runs_f32) {
+    char cmd[1024], path[512], *out = NULL;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/text.txt", tmp ? tmp : "/tmp");
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "DNNL_MAX_CPU_ISA=AVX512_CORE %s train --model gpt --layers 1 --heads 1 --dim 8 --context 8 "
+             "--batch 1 --steps 1 --threads 1 --precision bf16 --data text:%s --json 2>&1", th_baton(), path);
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_CONTAINS(out, "note: --precision bf16: this CPU has neither AVX512_BF16 nor AMX; running f32\n");
+    ASSERT_CONTAINS(out, "\"precision\":\"f32\"");
+    free(out);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "%s train --model gpt --precision fp8 2>&1", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "--precision: expects f32 or bf16");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s train --model gpt --gemm mkl 2>&1", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "--gemm: expects onednn or openblas");
+    free(out);
 }
