@@ -102,8 +102,11 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes) {
     if (!c->tuning) return BATON_ALGO_AUTO;
     baton_algo cands[3];
     int n, link;
-    if (c->nnodes > 1) return BATON_ALGO_AUTO; /* the calibration does not cover links between nodes */
-    if (c->shm && !c->tcp) {
+    if (c->nnodes > 1) {
+        /* several nodes: the calibration's "net" fits (a simulated or real cluster), if it has any */
+        link = BATON_LINK_NET;
+        cands[0] = BATON_ALGO_HIER, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
+    } else if (c->shm && !c->tcp) {
         link = BATON_LINK_SHM;
         cands[0] = BATON_ALGO_DIRECT, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
     } else {
