@@ -11,7 +11,10 @@
 #define BATON_TOOLS_RUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "rendezvous/store.h"
 
 enum {
     RUN_GRACE_MS = 3000,   /* SIGTERM -> SIGKILL when the launcher stops its workers */
@@ -81,5 +84,37 @@ void run_group_read_failures(run_group *g, struct baton_store *st);
 
 /* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
 void run_describe_status(int status, char *out, size_t len);
+
+/* ---- run.c internals shared with run_elastic.c ---- */
+typedef struct {
+    long nproc, nnodes, node_rank, max_restarts;
+    long nnodes_min;              /* --nnodes MIN:MAX: MIN (elastic when given), else nnodes */
+    int elastic;
+    const char *timeout;          /* --timeout as given (validated), or NULL */
+    int tag;
+    int have_rdzv;
+    char rdzv_host[256];
+    int rdzv_port;
+    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
+} run_opts;
+
+typedef struct {
+    const run_opts *o;
+    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
+    char job_id[17];
+    char store_host[256];         /* what workers connect to */
+    int store_port;
+    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
+    int restart;
+} job;
+
+int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out);
+int exit_code_for(const run_outcome *oc);
+int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv);
+int pick_torch_port(const char *host, int *port);
+void remove_shm_leftovers(const char *job_id);
+int pending_stop_signal(int sigfd);
+/* run_elastic.c: --nnodes MIN:MAX */
+int run_elastic(job *j, const uint8_t *secret, int sigfd);
 
 #endif
