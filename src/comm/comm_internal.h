@@ -57,6 +57,7 @@ typedef struct {
     baton_dtype dt;
     baton_op op;
     int root;
+    size_t lo, hi;                 /* reduce_range: this rank's element range */
 } coll_args;
 
 struct baton_work {
@@ -152,6 +153,8 @@ void baton__async_stop(baton_comm *c);
 /* shm_coll.c: collectives among the ranks of one node, straight through shared memory. */
 int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                          int avg_div, uint64_t deadline);
+int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t lo, size_t hi, baton_dtype dt,
+                            baton_op op, int avg_div, uint64_t deadline);
 int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
                               baton_op op, uint64_t deadline);
 int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
