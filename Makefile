@@ -11,10 +11,10 @@ WERROR  ?= $(if $(CI),-Werror,)
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += -lopenblas -lsodium -lcjson -lz -lm -lrt
+LDLIBS  += -lopenblas -ldnnl -lgomp -lsodium -lcjson -lz -lm -lrt
 
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
-DEB_PKGS := gcc make pkg-config libopenblas-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
+DEB_PKGS := gcc make pkg-config libopenblas-dev libdnnl-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
 DEB_PKGS += python3-dev python3-numpy python3-torch g++
 DEB_PKGS += openmpi-bin mpich libopenmpi-dev
 DEB_PKGS += slurmctld slurmd slurm-client munge
@@ -121,6 +121,9 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CFLAGS  += -fPIC -fno-semantic-interposition
 SO_REAL := $(BUILD)/libbaton.so.$(BATON_VERSION)
+# `baton --version`; main.o is rebuilt when the version changes (the Makefile is among its prerequisites)
+$(BUILD)/obj/tools/main.o: CFLAGS += -DBATON_VERSION_STRING='"$(BATON_VERSION)"'
+$(BUILD)/obj/tools/main.o: Makefile
 # The Python package is built for Debian's interpreter (the one python3-numpy and python3-torch belong to).
 PY       := /usr/bin/python3
 PY_INC   := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)

@@ -11,6 +11,7 @@
 #define BATON_TOOLS_RUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 enum {
@@ -67,7 +68,8 @@ typedef int (*run_poll_fn)(void *ctx, char *why, size_t why_len);
 
 /* Forks one worker per envs[i] (a NULL-terminated "K=V" array) running argv. Returns 0, or -1 after a
  * message (the workers already started are killed and reaped). */
-int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag);
+int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag,
+                    const int *log_fds);   /* log_fds: stdout and stderr of each worker (2n), or NULL */
 run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll, void *ctx);
 /* Prints one line per failed or stopped worker to stderr, each prefixed with prefix, the likely root cause
  * marked "(first failure)". When every rank that failed did so waiting for others (timeouts, dead peers) and
@@ -78,6 +80,17 @@ void run_group_free(run_group *g);
 /* Reads what the workers posted at baton/fail/<rank> (st may be NULL: nothing is read). */
 struct baton_store;
 void run_group_read_failures(run_group *g, struct baton_store *st);
+
+/* --log-dir (tools/run_logs.c). run_log_name_check: 0 when s can name a directory (1..64 of [A-Za-z0-9._-]).
+ * run_logs_open makes DIR/JOB/attempt_K/RANK/ for each of the n ranks and opens its stdout.log and
+ * stderr.log (fds[2i], fds[2i+1]); -1 after a message, nothing left open. run_logs_job_dir: the path of
+ * DIR/JOB/attempt_K. run_logs_show_tail: the last `lines` lines of a log, indented, on stderr. */
+int run_log_name_check(const char *s);
+int run_logs_open(const char *dir, const char *rdzv_id, const char *job_id, int attempt, int n, const int *ranks,
+                  int *fds);
+void run_logs_close(int *fds, int n);
+void run_logs_job_dir(const char *dir, const char *rdzv_id, const char *job_id, int attempt, char *out, size_t cap);
+void run_logs_show_tail(const char *path, int lines);
 
 /* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
 void run_describe_status(int status, char *out, size_t len);

@@ -22,8 +22,10 @@
 #include "baton/nn.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "commands.h"
 #include "train.h"
+#include "train_summary.h"
 #include "util/util.h"
 
 typedef struct {
@@ -56,6 +58,7 @@ static const char usage_text[] =
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
+    "  --min-lr LR            the lr cosine decays to (default 0)\n"
     "  --warmup-steps N       warmup steps (default 100; --warmup is the same)\n"
     "  --lr-scaling none|linear       linear: lr x world size (the effective batch grows with it)\n"
     "  --step-every N --gamma G       step decay: lr *= G every N steps (defaults 1 epoch, 0.1)\n"
@@ -139,7 +142,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -318,6 +321,7 @@ int baton_cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++)   /* the GPT trainer has its own options and loop (tools/train_gpt.c) */
         if ((!strcmp(argv[i], "--model") && i + 1 < argc && !strcmp(argv[i + 1], "gpt")) || !strcmp(argv[i], "--model=gpt"))
             return baton_cmd_train_gpt(argc, argv);
+    uint64_t t_start = baton__now_ns();
     train_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
@@ -331,7 +335,7 @@ int baton_cmd_train(int argc, char **argv) {
     long world = le.world;
     train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1}};
     if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
-    baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
+    int threads = train_threads(o.threads, &le);
 
     baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
@@ -401,7 +405,7 @@ int baton_cmd_train(int argc, char **argv) {
                                .lr = (float)lr, .warmup = o.warmup < total ? o.warmup : total / 10,
                                .total = total, .min_lr = (float)o.min_lr,
                                .step_every = o.step_every ? o.step_every : steps_per_epoch, .gamma = (float)o.gamma};
-    progress prog = {.tty = rank == 0 && isatty(STDERR_FILENO),
+    progress prog = {.tty = rank == 0 && isatty(STDERR_FILENO), .by_steps = o.steps_set, .total = total,
                      .log_every = o.log_every ? o.log_every : (steps_per_epoch / 5 > 0 ? steps_per_epoch / 5 : 1)};
     int talk = rank == 0 && (!o.json || prog.tty);   /* progress lines: rank 0 only */
     long epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
@@ -421,14 +425,21 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     if (talk)
-        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
-                        "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
-                baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
-                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads(le.local_size));
+        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld %s (%ld %s x %ld), %ld %s x batch %ld x accum %ld = "
+                "effective batch %ld, %s lr %g%s, %d %s\n", o.model, o.data, baton_params_numel(params), total,
+                cli_plural(total, "step", "steps"), epochs, cli_plural(epochs, "epoch", "epochs"), steps_per_epoch,
+                world, cli_plural(world, "rank", "ranks"), o.batch, o.accum, per_step * world, o.optim, lr,
+                o.lr_linear ? " (linear scaling)" : "", threads, cli_plural(threads, "thread/rank", "threads/rank"));
+    char what[128];
+    snprintf(what, sizeof what, "%s on %s", o.model, o.data);
+    train_summary sum = {.what = what, .world = world, .threads = threads, .resumed_from = pos.step,
+                         .save = o.save, .trace = o.trace, .checkpoint = o.checkpoint};
 
     double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = pos.step, evaluated = 0;
     uint64_t train_ns = 0, ckpt_ns = 0;
+    prog.first_step = pos.step;
+    prog.start_ns = baton__now_ns();
     for (long epoch = pos.epoch; step < total; epoch++) {
         baton_dist_sampler_set_epoch(&sampler, epoch);
         double ep_loss = 0.0;
@@ -463,7 +474,8 @@ int baton_cmd_train(int argc, char **argv) {
             }
             t = baton__now_ns();
             if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
-            if (!skip) baton_optim_step(opt, baton_lr_at(&sched, step));
+            float step_lr = baton_lr_at(&sched, step);
+            if (!skip) baton_optim_step(opt, step_lr);
             SPAN(BATON_EV_OPTIM, t);
             train_ns += baton__now_ns() - t0;
 
@@ -477,9 +489,10 @@ int baton_cmd_train(int argc, char **argv) {
             ep_loss += step_loss;
             ep_steps++;
             double sps = (double)ep_seen * world / ((double)(baton__now_ns() - ep_t0) * 1e-9);
-            if (rank == 0)
-                train_progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
-                              (double)ep_correct / ep_seen, sps, s + 1 == steps_per_epoch || step + 1 == total);
+            progress_at at = {.epoch = epoch + 1, .epochs = epochs, .step_in_epoch = s + 1,
+                              .steps_per_epoch = steps_per_epoch, .step = step + 1, .loss = ep_loss / ep_steps,
+                              .acc = (double)ep_correct / ep_seen, .lr = step_lr, .sps = sps};
+            if (rank == 0) train_progress_step(&prog, &at, s + 1 == steps_per_epoch || step + 1 == total);
             if (o.checkpoint && ((step + 1) % ckpt_every == 0 || step + 1 == total)) {
                 t = baton__now_ns();
                 baton_ckpt_state cs = {.step = step + 1, .epoch = epoch + (s + 1) / steps_per_epoch,
@@ -491,6 +504,7 @@ int baton_cmd_train(int argc, char **argv) {
                 }
                 ckpt_ns += baton__now_ns() - t;
                 ckpts++;
+                sum.last_checkpoint = step + 1;
             }
         }
         uint64_t t = baton__now_ns();
@@ -500,6 +514,7 @@ int baton_cmd_train(int argc, char **argv) {
         }
         SPAN(BATON_EV_EVAL, t);
         evaluated++;
+        train_summary_eval(&sum, epoch + 1, test_acc, test_loss);
         if (prog.tty) fputc('\n', stderr);
         if (rank == 0)
             fprintf(stderr, "epoch %ld/%ld: train loss %.4f acc %.2f%% (rank 0) | test loss %.4f acc %.2f%% | %.1f s\n",
@@ -510,6 +525,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());   /* resumed at the last step */
         goto out;
     }
+    if (!evaluated) train_summary_eval(&sum, pos.epoch, test_acc, test_loss);
     long ran = step - pos.step, window = ran < LOSS_WINDOW ? ran : LOSS_WINDOW;   /* steps this process ran */
     double final_loss = 0.0, secs = (double)train_ns * 1e-9;
     for (long i = 0; i < window; i++) final_loss += losses[(step - 1 - i) % LOSS_WINDOW] / window;
@@ -527,11 +543,7 @@ int baton_cmd_train(int argc, char **argv) {
     baton_ddp_get_stats(ddp, &st);
 
     if (o.save && rank == 0) {
-        char hidden[128] = "";
-        for (int i = 0; i < o.mc.n_hidden; i++)
-            snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), "%s%d", i ? "," : "", o.mc.hidden[i]);
-        const char *meta[] = {"format", "pt", "producer", "baton train", "model", o.model, "hidden", hidden};
-        if (baton_st_save_params(o.save, params, meta, 4) < 0) {
+        if (train_save_model(o.save, params, &o.mc, o.data) < 0) {
             fprintf(stderr, "baton train: --save: %s\n", baton_last_error());
             goto out;
         }
@@ -540,7 +552,18 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: --trace: %s\n", baton_last_error());
         goto out;
     }
-    if (talk && st.skipped) fprintf(stderr, "baton train: %ld step(s) skipped for non-finite gradients\n", st.skipped);
+    if (st.skipped)
+        train_summary_add(&sum, "skipped", "%ld %s for non-finite gradients", st.skipped,
+                          cli_plural(st.skipped, "step", "steps"));
+    if (talk) {
+        sum.wall_s = (double)(baton__now_ns() - t_start) * 1e-9;
+        sum.train_s = secs;
+        sum.steps = ran;
+        sum.epochs = epochs - pos.epoch;
+        sum.samples = (double)ran * per_step * world;
+        sum.checkpoints = ckpts;
+        train_summary_print(&sum, stderr);
+    }
     if (o.json && rank == 0) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", o.model);
@@ -569,7 +592,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
-        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads(le.local_size));
+        cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);

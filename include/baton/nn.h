@@ -131,6 +131,18 @@ void baton_tape_backward(baton_tape *t, baton_tensor *loss, float scale);
 size_t baton_tape_arena_bytes(const baton_tape *t);   /* bytes reserved by the arena */
 size_t baton_tape_arena_mallocs(const baton_tape *t); /* chunk allocations so far (stable = no malloc) */
 
+/* Matrix-multiply backend of the transformer ops recorded on a tape (linear, matmul, attention; conv2d and
+ * the rest always use OpenBLAS). ONEDNN_BF16 rounds both operands to bf16 and accumulates in f32 into an f32
+ * result (weights are converted once per forward, master weights stay f32); it needs a CPU with AVX512_BF16
+ * or AMX: baton_tape_set_gemm fails (BATON_EINVAL, message in baton_last_error) where there is none. */
+typedef enum { BATON_GEMM_OPENBLAS = 0, BATON_GEMM_ONEDNN, BATON_GEMM_ONEDNN_BF16 } baton_gemm_backend;
+int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend);
+int baton_gemm_bf16_available(void);                      /* 1 if ONEDNN_BF16 runs on this CPU */
+size_t baton_tape_bf16_conversions(const baton_tape *t);  /* weight f32->bf16 conversions so far */
+/* One row-major gemm on a backend (tests, benchmarks): c (M,N) = beta*c + op(a) @ op(b). */
+void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+
 /* ---- ops (each records a node; shapes in comments use B batch, C channels/features) ------------------ */
 enum { BATON_ACT_NONE = 0, BATON_ACT_RELU, BATON_ACT_GELU, BATON_ACT_TANH };
 /* x (M,K) @ w -> (M,N): w is (N,K) when trans_w (the PyTorch Linear layout), else (K,N). */

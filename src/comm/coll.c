@@ -5,7 +5,8 @@
  *   one node, shared memory:  direct (small path up to 32 KiB, staged or zero-copy above)
  *   tcp, one node or flat:    recursive doubling up to rd_max bytes, ring above
  *   several nodes:            hierarchical: direct inside each node, ring/rd across node leaders,
- *                             broadcast back inside each node */
+ *                             broadcast back inside each node
+ * With a calibration (BATON_TUNING, autotune.c) one node takes the algorithm its fits predict fastest. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -38,11 +39,17 @@ static baton_group leaders_group(baton_comm *c, uint64_t deadline) {
 /* The p2p transport for flat algorithms: TCP when there is one, else shared memory. */
 static baton_transport *p2p(baton_comm *c) { return c->tcp ? c->tcp : c->shm_tp; }
 
-static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
-    if (c->algo != BATON_ALGO_AUTO) return c->algo;
+static baton_algo fixed_allreduce(baton_comm *c, size_t bytes) {
     if (c->nnodes > 1 && (c->local_size > 1 || c->world > c->nnodes)) return BATON_ALGO_HIER;
     if (c->shm && !c->tcp) return BATON_ALGO_DIRECT;
     return bytes <= rd_max_bytes(c->world) ? BATON_ALGO_RD : BATON_ALGO_RING;
+}
+
+static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
+    if (c->algo != BATON_ALGO_AUTO) return c->algo;
+    baton_algo fixed = fixed_allreduce(c, bytes);
+    baton_algo tuned = baton__autotune_choose(c, bytes, fixed);
+    return tuned != BATON_ALGO_AUTO ? tuned : fixed;
 }
 
 /* Hierarchical all-reduce: sum inside the node, all-reduce the node sums across leaders, broadcast back.

@@ -234,16 +234,30 @@ int baton__shm_cma_probe(baton_comm *c) {
             ok = 0;
     }
     baton__clear_error();
-    /* Agree through the store, not a collective: users' collectives keep their numbers from #1. */
+    /* Agree through the store, not a collective: users' collectives keep their numbers from #1. Every local
+     * rank posts its result; local rank 0 reads them all and posts the node's verdict, which the others
+     * read: about 3L store requests, not L^2. */
     char key[64], val[8];
     snprintf(key, sizeof key, "baton/cma/%d", c->rank);
     snprintf(val, sizeof val, "%d", (int)ok);
-    int rc = baton_store_set(c->store, key, val, strlen(val));
+    int rc = c->local_rank == 0 ? BATON_OK : baton_store_set(c->store, key, val, strlen(val));
     all = ok;
-    for (int q = 0; q < c->local_size && rc >= 0; q++) {
+    if (c->local_rank == 0) {
+        for (int q = 1; q < c->local_size && rc >= 0; q++) {
+            void *v = NULL;
+            size_t len = 0;
+            snprintf(key, sizeof key, "baton/cma/%d", c->local_ranks[q]);
+            rc = baton_store_get(c->store, key, &v, &len, c->opt.join_timeout_s);
+            if (rc >= 0 && (len != 1 || ((char *)v)[0] != '1')) all = 0;
+            free(v);
+        }
+        snprintf(key, sizeof key, "baton/cma/node/%d", c->node);
+        snprintf(val, sizeof val, "%d", (int)all);
+        if (rc >= 0) rc = baton_store_set(c->store, key, val, strlen(val));
+    } else if (rc >= 0) {
         void *v = NULL;
         size_t len = 0;
-        snprintf(key, sizeof key, "baton/cma/%d", c->local_ranks[q]);
+        snprintf(key, sizeof key, "baton/cma/node/%d", c->node);
         rc = baton_store_get(c->store, key, &v, &len, c->opt.join_timeout_s);
         if (rc >= 0 && (len != 1 || ((char *)v)[0] != '1')) all = 0;
         free(v);
