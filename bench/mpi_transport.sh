@@ -35,17 +35,11 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "NA"; else if 
 
 if [ "$WHAT" = cluster ] || [ "$WHAT" = both ]; then
     name=$(tests/cluster/netns.sh up 2 --name "baton-mpib$$") || exit 1
-    cat > "$dir/agent" <<'EOF'
-#!/bin/sh
-ns=$1; shift
-exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$ns" "$*"
-EOF
-    chmod 755 "$dir/agent"
     printf '%s-n0 slots=2\n%s-n1 slots=2\n' "$name" "$name" > "$dir/hosts"
     ARGS="allreduce -b 16M -e 64M -f 4 -n 5 -w 2"
     run_tcp() { BATON="$BATON" tests/cluster/netns.sh launch "$name" -n 2 -- "$BATON" bench $ARGS 2>&1; }
     run_mpi() {
-        timeout 300 ip netns exec "$name-n0" $MPIRUN --hostfile "$dir/hosts" -np 4 --mca plm_rsh_agent "$dir/agent" \
+        timeout 300 ip netns exec "$name-n0" $MPIRUN --hostfile "$dir/hosts" -np 4 --mca plm_rsh_agent "$B/tests/cluster/netns_agent.sh" \
             --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 ${MPI_EXTRA:-} "$BATON" bench $ARGS \
             --transport mpi 2>&1
     }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_mpi_netns.sh: --transport mpi across simulated nodes (tests/cluster/netns.sh: network namespaces, veth
 # pairs, tbf 1 Gbit/s). Open MPI's mpirun runs inside node 0 with a hostfile naming the nodes; its launch agent
-# (made here, see agent below) starts each node's orted inside that node's namespace, under a host name of its
+# (tests/cluster/netns_agent.sh) starts each node's orted inside that node's namespace, under a host name of its
 # own (a UTS namespace), so Open MPI and baton both see distinct machines; MPI's TCP traffic is held to the
 # veth interface (btl_tcp_if_include, oob_tcp_if_include). Checks the topology baton finds (2 nodes x 2 ranks,
 # transport mpi, no BATON_HOST_ID), the collective matrix across the nodes, and that a 64 MiB all-reduce
@@ -29,20 +29,13 @@ trap 'exit 130' INT TERM
 if ! name=$(tests/cluster/netns.sh up 2 --name "baton-mpins$$"); then
     name=; echo "FAIL cluster_up"; echo "0 passed, 1 failed"; exit 1
 fi
-# Open MPI calls the agent as `agent HOST COMMAND...` (as it would call ssh); HOST is the node's namespace.
-cat > "$dir/agent" <<'EOF'
-#!/bin/sh
-ns=$1; shift
-exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$ns" "$*"
-EOF
-chmod 755 "$dir/agent"
 printf '%s-n0 slots=2\n%s-n1 slots=2\n' "$name" "$name" > "$dir/hosts"
 
 # mpi_run TIMEOUT PROG ARGS...: 4 ranks, 2 per node, --transport mpi
 mpi_run() {
     t=$1; shift
     timeout "$t" ip netns exec "$name-n0" mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
-        --hostfile "$dir/hosts" -np 4 --mca plm_rsh_agent "$dir/agent" --mca btl_tcp_if_include eth0 \
+        --hostfile "$dir/hosts" -np 4 --mca plm_rsh_agent "$B/tests/cluster/netns_agent.sh" --mca btl_tcp_if_include eth0 \
         --mca oob_tcp_if_include eth0 -x BATON_TRANSPORT=mpi -x BATON_TIMEOUT=60 "$@" 2>&1
 }
 
