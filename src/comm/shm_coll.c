@@ -482,3 +482,25 @@ baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t by
         }
     return NULL;
 }
+
+/* baton_reduce_range on a buffer every local rank mapped: everyone's input is in place once all have entered;
+ * I reduce my range from the peers' buffers into mine (the peers read only their own ranges, never mine), and
+ * the buffer is the caller's again when every rank has finished reading. One progress value pair, like a chunk. */
+int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t lo, size_t hi, baton_dtype dt,
+                            baton_op op, int avg_div, uint64_t deadline) {
+    int L = c->local_size, me = c->local_rank;
+    size_t esz = baton_dtype_size(dt);
+    uint64_t g = c->big_chunks++;
+    post(c, 3 * g + 1);
+    int rc = wait_all(c, 3 * g + 1, deadline);
+    if (rc == BATON_OK) rc = check_peers(c);
+    if (rc < 0) return rc;
+    if (hi > lo) {
+        const void *srcs[BATON_SHM_MAX_LOCAL];
+        size_t at = base + lo * esz;
+        for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
+        baton__reduce_n(buf->peer[me] + at, srcs, L, hi - lo, dt, op, avg_div);
+    }
+    post(c, 3 * g + 3);
+    return wait_all(c, 3 * g + 3, deadline);
+}
