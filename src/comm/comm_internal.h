@@ -93,6 +93,7 @@ struct baton_comm {
     baton_transport *tcp;          /* NULL unless TCP is used */
 
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
+    size_t hier_seg_bytes;         /* hierarchical all-reduce segment on the wire (BATON_HIER_SEGMENT) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     int cma;                       /* every local pair can read each other's memory (process_vm_readv) */
     size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */

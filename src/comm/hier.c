@@ -1,16 +1,17 @@
 /* hier.c: hierarchical all-reduce across nodes (docs/algorithms.md, docs/cluster.md).
  *
  * Pipelined (every node has the same number L of local ranks, and the buffer is at least HIER_MIN_BYTES):
- * the buffer is cut into segments of about 1 MiB on the wire. For each segment
+ * the buffer is cut into segments of 1 MiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
  *   1. reduce-scatter inside the node over shared memory: local rank l holds slice l of the segment,
  *      reduced over its node (baton__shm_rs_slice; 16-bit dtypes as f32 partials);
  *   2. every local rank ring-all-reduces its slice with the ranks of the same local index on the other
  *      nodes (M ranks, one per node), all L rings at once, so every local rank uses the network with 1/L
  *      of the data; the finished slice is divided (AVG) or rounded to 16 bits once, here;
  *   3. all-gather of the finished slices inside the node (baton__shm_ag_slice).
- * Step 2 runs on a second thread, one segment behind steps 1 and 3 on the calling thread: while the
- * network works on segment k, shared memory gathers segment k-1 and scatters segment k+1, so the node's
- * link never waits for shared memory. Each node's link carries 2(M-1)/M of the buffer (a flat ring over
+ * Step 2 runs on a second thread, between steps 1 and 3 on the calling thread, which scatters up to
+ * HIER_AHEAD segments ahead of the one it gathers: while the network works on segment k, shared memory
+ * gathers what the network finished and scatters the next ones, so the node's link does not wait for
+ * shared memory (not even when the calling thread loses its core for a few milliseconds). Each node's link carries 2(M-1)/M of the buffer (a flat ring over
  * K = M*L ranks: 2(K-1)/K). Across nodes the slices always go round a ring: recursive doubling over a
  * node count that is not a power of two puts more than that on some links.
  *
@@ -33,9 +34,9 @@
 #include "util/util.h"
 
 enum {
-    HIER_SEG_BYTES = 1 << 20,   /* segment size on the wire (f32 for 16-bit dtypes); <= BATON_SHM_STAGE_BYTES */
     HIER_MIN_BYTES = 64 << 10,  /* below this the leaders' path (fewer, shorter messages) */
-    HIER_SLOTS = 3,             /* slices in flight: being gathered, on the network, being scattered */
+    HIER_AHEAD = 3,             /* segments the scatter runs ahead of the gather */
+    HIER_SLOTS = HIER_AHEAD + 1,/* slices in flight: from the one being gathered to the one being scattered */
 };
 
 /* ---- leaders' path --------------------------------------------------------------------------------- */
@@ -92,6 +93,9 @@ typedef struct {
     size_t given, done;     /* segments handed to the network thread / finished by it */
     int stop, failed;
     char err[512];
+    /* time split (BATON_LOG_LEVEL=debug): ns the network thread spent on the rings and waiting for shared
+     * memory, and the calling thread waiting for the network */
+    uint64_t net_busy_ns, net_idle_ns, shm_idle_ns;
 } hier_pipe;
 
 static size_t seg_len(const hier_pipe *h, size_t k) {
@@ -119,12 +123,16 @@ static int net_segment(hier_pipe *h, size_t k) {
 static void *net_thread(void *arg) {
     hier_pipe *h = arg;
     for (size_t k = 0; k < h->nseg; k++) {
+        uint64_t t0 = baton__now_ns();
         pthread_mutex_lock(&h->mu);
         while (h->given <= k && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
         int stop = h->stop;
         pthread_mutex_unlock(&h->mu);
         if (stop) break;
+        uint64_t t1 = baton__now_ns();
         int rc = net_segment(h, k);
+        h->net_idle_ns += k ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
+        h->net_busy_ns += baton__now_ns() - t1;
         pthread_mutex_lock(&h->mu);
         if (rc < 0) {
             h->failed = rc;
@@ -148,10 +156,12 @@ static void give(hier_pipe *h, size_t k) {
 
 /* Waits until the network thread has finished segment k (or failed). */
 static int await(hier_pipe *h, size_t k) {
+    uint64_t t0 = baton__now_ns();
     pthread_mutex_lock(&h->mu);
     while (h->done <= k && !h->failed) pthread_cond_wait(&h->cv, &h->mu);
     int rc = h->done > k ? BATON_OK : h->failed;
     pthread_mutex_unlock(&h->mu);
+    h->shm_idle_ns += baton__now_ns() - t0;
     return rc < 0 ? baton__fail(rc, "%s", h->err) : BATON_OK;
 }
 
@@ -162,7 +172,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
                    .wop = op == BATON_AVG ? BATON_SUM : op, .count = count};
     h.g = (baton_group){.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = ring, .deadline_ns = deadline};
     const size_t wsz = baton_dtype_size(h.wdt);
-    h.seg = HIER_SEG_BYTES / wsz;
+    h.seg = c->hier_seg_bytes / wsz; /* on the wire (f32 for 16-bit dtypes); staged: <= BATON_SHM_STAGE_BYTES */
     h.nseg = (count + h.seg - 1) / h.seg;
     size_t lo, hi;
     baton__shm_slice(h.seg < count ? h.seg : count, c->local_size, c->local_rank, dt, &lo, &hi);
@@ -180,8 +190,12 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     const uint8_t *in = send;
     uint8_t *out = recv;
     uint64_t u = 0; /* stage uses so far */
-    for (size_t k = 0; rc == BATON_OK && k <= h.nseg; k++) {
-        /* scatter segment k and hand it to the network ... */
+    /* Stage uses are collective among the local ranks, so every rank runs the same schedule: scatter segment
+     * k (and hand it to the network thread), then gather segment k - ahead. The network thread has up to
+     * `ahead` segments queued, so a calling thread that loses its core for a while (more ranks than cores)
+     * does not stall the link. In line (one segment): scatter, network, gather. */
+    const size_t ahead = threaded ? HIER_AHEAD : 0;
+    for (size_t k = 0; rc == BATON_OK && k < h.nseg + ahead; k++) {
         if (k < h.nseg) {
             rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % HIER_SLOTS],
                                      deadline);
@@ -191,9 +205,8 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
             else if ((rc = net_segment(&h, k)) < 0)
                 break;
         }
-        /* ... while gathering segment k - 1, which the network finished meanwhile */
-        if (k >= 1) {
-            size_t j = k - 1;
+        if (k >= ahead) {
+            size_t j = k - ahead;
             if (threaded && (rc = await(&h, j)) < 0) break;
             rc = baton__shm_ag_slice(c, u++, h.fin[j % HIER_SLOTS], out + j * h.seg * esz, seg_len(&h, j), dt,
                                      deadline);
@@ -205,6 +218,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
         pthread_cond_broadcast(&h.cv);
         pthread_mutex_unlock(&h.mu);
         pthread_join(th, NULL);
+        BATON_DEBUG("hier allreduce: %zu segments of %zu B, rings %.1f ms, rings waiting for shared memory %.1f ms, "
+                    "shared memory waiting for the rings %.1f ms", h.nseg, h.seg * wsz, h.net_busy_ns / 1e6,
+                    h.net_idle_ns / 1e6, h.shm_idle_ns / 1e6);
     }
     c->big_chunks += u;
     pthread_cond_destroy(&h.cv);
