@@ -46,7 +46,14 @@ struct baton_shm {
     uint8_t *stage;           /* [local_size][2][STAGE_BYTES] */
     uint8_t *chans;           /* [local_size][local_size][chan_stride] */
     size_t chan_stride;
+    size_t chan_bytes;        /* capacity of one ring */
 };
+
+size_t baton__shm_chan_bytes(int L) {
+    size_t b = BATON_SHM_CHAN_BYTES;
+    for (int l = BATON_SHM_CHAN_FULL_RANKS; l < L && b > BATON_SHM_CHAN_MIN_BYTES; l *= 2) b /= 4;
+    return b < BATON_SHM_CHAN_MIN_BYTES ? BATON_SHM_CHAN_MIN_BYTES : b;
+}
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -59,7 +66,10 @@ static size_t layout(baton_shm *s, uint8_t *base, int L) {
     off += (size_t)L * 2 * BATON_SHM_SMALL_BYTES;
     size_t stage_off = off;
     off += (size_t)L * 2 * BATON_SHM_STAGE_BYTES;
-    size_t chan_stride = align_up(sizeof(baton_shm_chan_ctl) + BATON_SHM_CHAN_BYTES, SHM_PAGE);
+    size_t chan_bytes = baton__shm_chan_bytes(L);
+    /* page-aligned rings while they are large; cache-line aligned once they are a page or two */
+    size_t chan_stride = align_up(sizeof(baton_shm_chan_ctl) + chan_bytes,
+                                  chan_bytes >= (size_t)16 * SHM_PAGE ? SHM_PAGE : BATON_SHM_CACHELINE);
     size_t chans_off = off;
     off += (size_t)L * (size_t)L * chan_stride;
     if (base) {
@@ -69,6 +79,7 @@ static size_t layout(baton_shm *s, uint8_t *base, int L) {
         s->stage = base + stage_off;
         s->chans = base + chans_off;
         s->chan_stride = chan_stride;
+        s->chan_bytes = chan_bytes;
     }
     return off;
 }
@@ -88,9 +99,12 @@ static int wait_for_attach(baton_shm *s, uint64_t deadline) {
 int baton__shm_open(const char *name, int local_rank, int local_size, const int *global_ranks,
                     uint64_t deadline_ns, baton_shm **out) {
     *out = NULL;
-    if (local_size < 1 || local_size > BATON_SHM_MAX_LOCAL || local_rank < 0 || local_rank >= local_size)
-        return baton__fail(BATON_EINVAL, "shared memory: local rank %d of %d is out of range (at most %d per node)",
-                           local_rank, local_size, BATON_SHM_MAX_LOCAL);
+    if (local_size >= 1 && local_size <= BATON_SHM_MAX_LOCAL && (local_rank < 0 || local_rank >= local_size))
+        return baton__fail(BATON_EINVAL, "shared memory: local rank %d of %d is out of range", local_rank, local_size);
+    if (local_size < 1 || local_size > BATON_SHM_MAX_LOCAL)
+        return baton__fail(BATON_EINVAL, "shared memory: %d local ranks on one node is over the limit of %d "
+                           "(BATON_SHM_MAX_LOCAL); run fewer ranks per node or --transport tcp",
+                           local_size, BATON_SHM_MAX_LOCAL);
     baton_shm *s = calloc(1, sizeof *s);
     if (!s) return baton__fail(BATON_ENOMEM, "shared memory: out of memory");
     s->local_rank = local_rank;
@@ -295,6 +309,8 @@ static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride,
             if (word_at(base, stride, r) >= v) continue;
             if ((rc = check_waited(s, r)) < 0) return rc;
             if (peer_alive(s, r)) continue;
+            /* It may have posted and exited since its word was read: only a word still short is a death. */
+            if (word_at(base, stride, r) >= v) continue;
             rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[r], (int)s->ranks[r].pid);
             baton__shm_abort(s, baton_last_error());
             return rc;
@@ -359,6 +375,15 @@ static uint8_t *chan_data(baton_shm *s, int src, int dst) {
 
 enum { CHAN_PIECE = 64 << 10 }; /* publish progress at least this often so the peer can start early */
 
+/* Could a sendrecv move bytes now: room in the outgoing ring, or bytes in the incoming one? */
+static int ring_moves(baton_shm_chan_ctl *out, baton_shm_chan_ctl *in, uint64_t cap, int sending, int receiving) {
+    if (sending && atomic_load_explicit(&out->head.v, memory_order_relaxed) -
+                           atomic_load_explicit(&out->tail.v, memory_order_acquire) < cap)
+        return 1;
+    return receiving && atomic_load_explicit(&in->head.v, memory_order_acquire) !=
+                            atomic_load_explicit(&in->tail.v, memory_order_relaxed);
+}
+
 static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
                         size_t rbytes, uint64_t deadline, const baton_recv_progress *progress) {
     shm_transport *st = (shm_transport *)t;
@@ -391,7 +416,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
     const uint8_t *sp = sbuf;
     uint8_t *rp = rbuf;
     size_t sent = 0, got = 0, reported = 0;
-    const uint64_t cap = BATON_SHM_CHAN_BYTES;
+    const uint64_t cap = s->chan_bytes;
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
     while (sent < stotal || got < rtotal) {
@@ -451,9 +476,16 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
         uint64_t now = baton__now_ns();
         if (now >= w.next_liveness) {
             w.next_liveness = now + LIVENESS_NS;
+            int gone = 0;
             for (int i = 0; i < nwho; i++) {
                 if ((rc = check_waited(s, who[i])) < 0) return rc;
-                if (!peer_alive(s, who[i])) {
+                if (!peer_alive(s, who[i])) gone = 1;
+            }
+            /* A peer that wrote its last bytes (or made room) and exited a moment ago is gone but done:
+             * look at the rings once more; only a peer that is gone with nothing left to move failed us. */
+            if (gone && !ring_moves(out, in, cap, sent < stotal, got < rtotal)) {
+                for (int i = 0; i < nwho; i++) {
+                    if (peer_alive(s, who[i])) continue;
                     rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[who[i]],
                                      (int)s->ranks[who[i]].pid);
                     baton__shm_abort(s, baton_last_error());
