@@ -20,6 +20,7 @@
 #include "baton/gpt.h"
 #include "baton/text.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "train.h"
 #include "util/util.h"
 
@@ -43,7 +44,8 @@ static const char usage_text[] =
     "  --steps S              optimizer steps (default 1000)\n"
     "  --batch B              windows of T tokens per step per rank (default 16)\n"
     "  --lr LR --min-lr LR    peak and final learning rate (default 1e-3 and lr/10)\n"
-    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100)\n"
+    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100;\n"
+    "                         --warmup is the same)\n"
     "  --weight-decay WD      AdamW decay of matrices and embeddings (default 0.1; betas 0.9, --beta2 0.99)\n"
     "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
     "  --eval-every N         validation every N steps and at the end (default 100)\n"
@@ -92,7 +94,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
         if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -196,8 +198,7 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
-    int threads = o.threads ? (int)o.threads : train_default_threads(le.local_size);
-    baton_set_threads(threads);
+    int threads = train_threads(o.threads, &le);
     baton_comm *comm = NULL;
     baton_text tx = {0};
     baton_gpt *g = NULL;
@@ -272,10 +273,13 @@ int baton_cmd_train_gpt(int argc, char **argv) {
     double fpt = baton_gpt_flops_per_token(&o.gc, tl);
     long log_every = o.log_every ? o.log_every : 10;
     if (rank == 0)
-        fprintf(stderr, "baton train: gpt %d layers x %d heads x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
-                "bytes (%ld/%ld documents), %ld train windows; %ld rank(s) x batch %ld x %d tokens, %ld steps, lr %g, "
-                "%d threads/rank, %s\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
-                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads,
+        fprintf(stderr, "baton train: gpt %d %s x %d %s x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
+                "bytes (%ld/%ld documents), %ld train windows; %ld %s x batch %ld x %d tokens, %ld %s, lr %g, %d %s, "
+                "%s\n", o.gc.layers, cli_plural(o.gc.layers, "layer", "layers"), o.gc.heads,
+                cli_plural(o.gc.heads, "head", "heads"), o.gc.dim, tl, baton_params_numel(params), o.data, tx.n_train,
+                tx.n_val, tx.docs_train, tx.docs_val, n_train, world, cli_plural(world, "rank", "ranks"), o.batch, tl,
+                o.steps, cli_plural(o.steps, "step", "steps"), o.lr, threads,
+                cli_plural(threads, "thread/rank", "threads/rank"),
                 gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16 matmuls (oneDNN)" : gemm == BATON_GEMM_ONEDNN ? "f32 (oneDNN)" : "f32 (OpenBLAS)");
     double loss = 0.0, val_loss = NAN, initial = 0.0;
     uint64_t train_ns = 0;

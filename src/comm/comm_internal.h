@@ -10,6 +10,7 @@
 #include "comm/flight.h"
 #include "rendezvous/store.h"
 #include "comm/desc.h"
+#include "transport/mpi.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -57,6 +58,7 @@ typedef struct {
     baton_dtype dt;
     baton_op op;
     int root;
+    size_t lo, hi;                 /* reduce_range: this rank's element range */
 } coll_args;
 
 struct baton_work {
@@ -92,7 +94,10 @@ struct baton_comm {
     baton_store *store;
     baton_shm *shm;                /* NULL unless several local ranks share memory */
     baton_transport *shm_tp;
-    baton_transport *tcp;          /* NULL unless TCP is used */
+    baton_transport *tcp;          /* the network transport: TCP, or MPI under --transport mpi (comm_mpi.c);
+                                    * NULL when every rank is on one node and shares memory */
+    const baton_mpi_plugin *mpi;   /* the MPI plugin, when --transport mpi loaded it */
+    int mpi_inited;                /* MPI initialized through it: finalize on a clean free */
 
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
@@ -132,13 +137,19 @@ struct baton_comm {
 
 /* autotune.c: BATON_TUNING. init: rank 0 reads the calibration and shares it through the store (collective
  * over the store; call once every rank is connected). choose: the algorithm the calibration predicts
- * fastest for an all-reduce of `bytes`, or BATON_ALGO_AUTO when there is none (then the fixed rules). */
+ * fastest for an all-reduce of `bytes` (`fixed`, the fixed rules' choice, unless another is predicted at
+ * least 5 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
-baton_algo baton__autotune_choose(baton_comm *c, size_t bytes);
+baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
 void baton__autotune_free(baton_comm *c);
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);
+
+/* comm_mpi.c: --transport mpi: refuses launchers other than Open MPI's, initializes MPI (bounded by
+ * timeout_s), and fills *plan with the store rank 0 starts and announces through MPI_Bcast. */
+int baton__comm_mpi_bootstrap(baton_comm *c, baton_store_plan *plan, double timeout_s);
+int baton__comm_setup_mpi(baton_comm *c);
 
 /* watchdog.c: stall warnings (names the ranks that have not reached a collective that waits too long) */
 int baton__watchdog_start(baton_comm *c);
@@ -151,6 +162,8 @@ void baton__async_stop(baton_comm *c);
 /* shm_coll.c: collectives among the ranks of one node, straight through shared memory. */
 int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                          int avg_div, uint64_t deadline);
+int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t lo, size_t hi, baton_dtype dt,
+                            baton_op op, int avg_div, uint64_t deadline);
 int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
                               baton_op op, uint64_t deadline);
 int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
