@@ -2,9 +2,9 @@
  * tools/run_group.c (one attempt's worker processes: spawn, output relay, signals, reaping, stopping).
  *
  *   run_group g;
- *   run_group_spawn(&g, &spec, envs);           // forks N workers into one new process group
+ *   run_group_spawn(&g, n, ranks, argv, envs, tag, log_fds);   // forks N workers into one process group
  *   run_outcome o = run_group_wait(&g, sigfd, poll_remote, ctx);
- *   run_group_report(&g, &o, "attempt 0: ");   // "baton run: rank 2 exited with code 3", ...
+ *   run_group_report(&g, "attempt 0: ");       // "baton run: rank 2 exited with code 3", ...
  *   run_group_free(&g);
  */
 #ifndef BATON_TOOLS_RUN_H

@@ -59,6 +59,8 @@ typedef enum {
     BATON_TRANSPORT_AUTO = 0,  /* shm between ranks of one node, tcp across nodes */
     BATON_TRANSPORT_SHM = 1,
     BATON_TRANSPORT_TCP = 2,
+    BATON_TRANSPORT_MPI = 3,   /* shm inside a node, MPI point-to-point across nodes (Open MPI's mpirun; the
+                                * plugin libbaton-mpi.so, see docs/cluster.md); flat over MPI on one node */
     BATON_TRANSPORT_COUNT
 } baton_transport_kind;
 
