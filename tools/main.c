@@ -17,6 +17,7 @@ static const struct {
     {"train", baton_cmd_train, "train a model, alone or under `baton run`"},
     {"generate", baton_cmd_generate, "sample text from a GPT saved by `baton train --model gpt --save`"},
     {"bench", baton_cmd_bench, "benchmark a collective (nccl-tests style), under `baton run`"},
+    {"ckpt", baton_cmd_ckpt, "checkpoint utilities: baton ckpt consolidate DIR -o model.safetensors"},
     {"plan", baton_cmd_plan, "predict a job before launching it: all-reduce time, efficiency, wall-clock, memory"},
     {"doctor", baton_cmd_doctor, "read the ranks' flight-recorder dumps: where they diverged, who lagged"},
 };

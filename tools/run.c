@@ -15,7 +15,8 @@
  *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
  *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
  *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
- * Restarts are single-node only: --max-restarts with --nnodes > 1 is refused. */
+ * Restarts are single-node only: --max-restarts with --nnodes M > 1 is refused; --nnodes MIN:MAX (elastic,
+ * rounds of re-rendezvous) is tools/run_elastic.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -37,17 +38,6 @@ extern char **environ;
 
 enum { MAX_NPROC = 4096, MAX_NNODES = 4096, MAX_RESTARTS = 1000, DONE_WAIT_S = 600 };
 
-typedef struct {
-    long nproc, nnodes, node_rank, max_restarts;
-    const char *timeout;          /* --timeout as given (validated), or NULL */
-    int tag;
-    int have_rdzv;
-    char rdzv_host[256];
-    int rdzv_port;
-    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
-    const char *log_dir;          /* --log-dir, or NULL: workers write to the launcher's stdout/stderr */
-    const char *rdzv_id;          /* --rdzv-id, or NULL */
-} run_opts;
 
 static const char usage_text[] =
     "usage: baton run [options] [--] PROGRAM [ARGS...]\n"
@@ -56,12 +46,15 @@ static const char usage_text[] =
     "\n"
     "  -n, --nproc-per-node N|auto|cpu   workers on this node (default 1; auto and cpu: one per usable core)\n"
     "      --nnodes M           launchers (nodes) in the job (default 1)\n"
+    "      --nnodes MIN:MAX     elastic: run on the MIN..MAX launchers that join; when a node is lost (or one joins)\n"
+    "                           the rest re-rendezvous and restart the workers with the new world size\n"
+    "                           (docs/rendezvous.md; needs --rdzv, up to --max-restarts times)\n"
     "      --node-rank R        this launcher's node rank, 0..M-1 (default 0)\n"
     "      --rdzv HOST:PORT     where node 0 hosts the store (required when M > 1; all nodes pass the same);\n"
     "                           also spelled --rdzv-endpoint, or --master-addr HOST --master-port PORT\n"
     "                           (defaults 127.0.0.1 and 29500, as torchrun's)\n"
     "      --standalone         one node with a store on a free local port (the default; refuses --nnodes > 1)\n"
-    "      --max-restarts K     restart all workers up to K times after a failure (default 0; single node)\n"
+    "      --max-restarts K     restart all workers up to K times after a failure (default 0; single node or elastic)\n"
     "      --timeout SECONDS    collective timeout handed to the workers as BATON_TIMEOUT\n"
     "      --tag-output         prefix every output line with \"[rank R] \"\n"
     "      --log-dir DIR        write each rank's output to DIR/JOB/attempt_K/RANK/{stdout,stderr}.log\n"
@@ -188,11 +181,22 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                                    MAX_NPROC);
             o->nproc = v;
             break;
-        case F_NNODES:
-            if (baton__parse_long(val, 1, MAX_NNODES, &v) < 0)
-                return usage_error("--nnodes '%s' is not an integer in 1..%d", val, MAX_NNODES);
+        case F_NNODES: {
+            const char *colon = strchr(val, ':');   /* MIN:MAX (torchrun's spelling): elastic */
+            char lo[32];
+            long mn;
+            if (colon && ((size_t)(colon - val) >= sizeof lo || !memcpy(lo, val, (size_t)(colon - val)) ||
+                          (lo[colon - val] = '\0', baton__parse_long(lo, 1, MAX_NNODES, &mn) < 0) ||
+                          baton__parse_long(colon + 1, 1, MAX_NNODES, &v) < 0 || mn > v))
+                return usage_error("--nnodes '%s' is not MIN:MAX with 1 <= MIN <= MAX <= %d (e.g. --nnodes 2:4)", val,
+                                   MAX_NNODES);
+            if (!colon && baton__parse_long(val, 1, MAX_NNODES, &v) < 0)
+                return usage_error("--nnodes '%s' is not an integer in 1..%d (or MIN:MAX)", val, MAX_NNODES);
             o->nnodes = v;
+            o->nnodes_min = colon ? mn : v;
+            o->elastic = colon != NULL;
             break;
+        }
         case F_NODE_RANK:
             if (baton__parse_long(val, 0, MAX_NNODES - 1, &v) < 0)
                 return usage_error("--node-rank '%s' is not an integer in 0..%d", val, MAX_NNODES - 1);
@@ -258,8 +262,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->nnodes > 1 && !o->have_rdzv)
         return usage_error("--nnodes %ld needs --rdzv HOST:PORT (where node 0 hosts the store; the same on every node)",
                            o->nnodes);
-    if (o->nnodes > 1 && o->max_restarts > 0)
-        return usage_error("--max-restarts works on a single node only; drop it or use --nnodes 1");
+    if (o->elastic && !o->have_rdzv)
+        return usage_error("--nnodes MIN:MAX needs --rdzv HOST:PORT (hosted by the launcher with --node-rank 0)");
+    if (o->nnodes > 1 && o->max_restarts > 0 && !o->elastic)
+        return usage_error("--max-restarts works on a single node only, or with --nnodes MIN:MAX; drop it or use "
+                           "--nnodes 1");
     if (o->nproc * o->nnodes > (1L << 20))
         return usage_error("world size %ld x %ld is too large (at most %d)", o->nnodes, o->nproc, 1 << 20);
     return -1;
@@ -274,15 +281,6 @@ static const char *const overridden[] = {
     "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
 };
 
-typedef struct {
-    const run_opts *o;
-    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
-    char job_id[17];
-    char store_host[256];         /* what workers connect to */
-    int store_port;
-    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
-    int restart;
-} job;
 
 static int is_overridden(const char *kv, const char *timeout) {
     for (size_t k = 0; k < sizeof overridden / sizeof overridden[0]; k++) {
@@ -348,7 +346,7 @@ oom:
 
 /* ---- shared-memory leftovers ----------------------------------------------------------------------- */
 
-static void remove_shm_leftovers(const char *job_id) {
+void remove_shm_leftovers(const char *job_id) {
     char prefix[64];
     int pl = snprintf(prefix, sizeof prefix, "baton-%s-", job_id);
     DIR *d = opendir("/dev/shm");
@@ -364,7 +362,7 @@ static void remove_shm_leftovers(const char *job_id) {
 
 /* Spawns the local workers with the job's environment and waits for them. Returns 0 with *out filled, or
  * -1 when they could not be started. */
-static int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out) {
+int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out) {
     const run_opts *o = j->o;
     int n = (int)o->nproc;
     char ***envs = calloc((size_t)n, sizeof *envs);
@@ -414,13 +412,13 @@ static void show_failed_logs(const job *j, const run_group *g) {
         }
 }
 
-static int exit_code_for(const run_outcome *oc) {
+int exit_code_for(const run_outcome *oc) {
     if (oc->result == RUN_OK) return 0;
     if (oc->result == RUN_INTERRUPTED) return 128 + oc->signo;
     return 1;
 }
 
-static int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv) {
+int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv) {
     if (baton_store_server_start(host, port, secret, BATON_STORE_SECRET_BYTES, srv) < 0) {
         fprintf(stderr, "baton run: cannot start the rendezvous store on %s:%d: %s\n", host, port, baton_last_error());
         return -1;
@@ -431,7 +429,7 @@ static int start_store(const char *host, int port, const uint8_t *secret, baton_
 /* MASTER_ADDR:MASTER_PORT is where rank 0 of a torch.distributed env:// job hosts torch's own store, so
  * MASTER_PORT must be a port nobody holds (baton's store speaks another protocol): one the OS hands out on
  * `host` now, released at once (torchrun picks its port the same way). */
-static int pick_torch_port(const char *host, int *port) {
+int pick_torch_port(const char *host, int *port) {
     int fd;
     if (baton__tcp_listen(host, port, &fd) < 0) {
         fprintf(stderr, "baton run: cannot find a free port on %s for MASTER_PORT: %s\n", host, baton_last_error());
@@ -524,7 +522,7 @@ static int poll_abort(void *p, char *why, size_t len) {
 }
 
 /* A pending SIGINT / SIGTERM / SIGHUP during the rendezvous or the final wait: returns the signal or 0. */
-static int pending_stop_signal(int sigfd) {
+int pending_stop_signal(int sigfd) {
     struct signalfd_siginfo si;
     int got = 0;
     while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
@@ -788,7 +786,8 @@ int baton_cmd_run(int argc, char **argv) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
 
-    code = o.nnodes > 1 ? run_multi_node(&j, secret, sigfd) : run_single_node(&j, secret, sigfd);
+    code = o.elastic ? run_elastic(&j, secret, sigfd)
+           : o.nnodes > 1 ? run_multi_node(&j, secret, sigfd) : run_single_node(&j, secret, sigfd);
 
     /* the signals stay blocked: one that arrives now must not kill us before main() returns the code */
     close(sigfd);

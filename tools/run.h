@@ -2,9 +2,9 @@
  * tools/run_group.c (one attempt's worker processes: spawn, output relay, signals, reaping, stopping).
  *
  *   run_group g;
- *   run_group_spawn(&g, &spec, envs);           // forks N workers into one new process group
+ *   run_group_spawn(&g, n, ranks, argv, envs, tag, log_fds);   // forks N workers into one process group
  *   run_outcome o = run_group_wait(&g, sigfd, poll_remote, ctx);
- *   run_group_report(&g, &o, "attempt 0: ");   // "baton run: rank 2 exited with code 3", ...
+ *   run_group_report(&g, "attempt 0: ");       // "baton run: rank 2 exited with code 3", ...
  *   run_group_free(&g);
  */
 #ifndef BATON_TOOLS_RUN_H
@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "rendezvous/store.h"
 
 enum {
     RUN_GRACE_MS = 3000,   /* SIGTERM -> SIGKILL when the launcher stops its workers */
@@ -94,5 +96,39 @@ void run_logs_show_tail(const char *path, int lines);
 
 /* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
 void run_describe_status(int status, char *out, size_t len);
+
+/* ---- run.c internals shared with run_elastic.c ---- */
+typedef struct {
+    long nproc, nnodes, node_rank, max_restarts;
+    long nnodes_min;              /* --nnodes MIN:MAX: MIN (elastic when given), else nnodes */
+    int elastic;
+    const char *timeout;          /* --timeout as given (validated), or NULL */
+    int tag;
+    int have_rdzv;
+    char rdzv_host[256];
+    int rdzv_port;
+    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
+    const char *log_dir;          /* --log-dir, or NULL: workers write to the launcher's stdout/stderr */
+    const char *rdzv_id;          /* --rdzv-id, or NULL */
+} run_opts;
+
+typedef struct {
+    const run_opts *o;
+    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
+    char job_id[17];
+    char store_host[256];         /* what workers connect to */
+    int store_port;
+    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
+    int restart;
+} job;
+
+int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out);
+int exit_code_for(const run_outcome *oc);
+int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv);
+int pick_torch_port(const char *host, int *port);
+void remove_shm_leftovers(const char *job_id);
+int pending_stop_signal(int sigfd);
+/* run_elastic.c: --nnodes MIN:MAX */
+int run_elastic(job *j, const uint8_t *secret, int sigfd);
 
 #endif

@@ -83,6 +83,8 @@ static const char usage_text[] =
     "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
     "                         double after 2000 clean steps); --loss-scale-init S sets the start\n"
     "  --no-zero-copy         keep the gradients in private memory (the all-reduce stages them)\n"
+    "  --zero 0|1|2           ZeRO: 1 shards the optimizer state over the ranks, 2 also the reduced gradients\n"
+    "                         (docs/zero.md)\n"
     "  --trace FILE.json      write a Chrome/Perfetto timeline of every rank (main and comm threads)\n";
 
 static int bad(const char *flag, const char *why) {
@@ -174,6 +176,11 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         LONG_OPT("--train-samples", train_samples, 1, 10000000)
         LONG_OPT("--log-every", log_every, 1, 1000000000)
         LONG_OPT("--checkpoint-every", ckpt_every, 1, 1000000000)
+        if (!strcmp(flag, "--zero")) {
+            if (baton__parse_long(val, 0, 2, &l) < 0) return bad(flag, "expects 0, 1 or 2 (the ZeRO stage)");
+            o->ddp.zero = (int)l;
+            continue;
+        }
         DBL_OPT("--lr", lr, 1e-12, 100.0)
         DBL_OPT("--momentum", momentum, 0.0, 0.999999)
         DBL_OPT("--weight-decay", weight_decay, 0.0, 10.0)
@@ -263,16 +270,17 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
-/* The settings a resumed run must share with the checkpoint: they fix the shapes and the data order. */
+/* The settings a resumed run must share with the checkpoint: they fix the shapes and the data order. The world
+ * size, batch and accumulation may change (the position is converted, tools/train_zero.c). */
 static void config_fingerprint(const train_opts *o, long world, char *out, size_t cap) {
     char h[128] = "", c[128] = "";
     for (int i = 0; i < o->mc.n_hidden; i++) snprintf(h + strlen(h), sizeof h - strlen(h), "%s%d", i ? "," : "", o->mc.hidden[i]);
     for (int i = 0; o->mc.kind == BATON_MODEL_CNN && i < o->mc.n_channels; i++)
         snprintf(c + strlen(c), sizeof c - strlen(c), "%s%d", i ? "," : "", o->mc.channels[i]);
+    (void)world;
     snprintf(out, cap, "model=%s hidden=%s channels=%s dropout=%.9g optim=%s seed=%llu data=%s train_samples=%ld "
-             "batch=%ld accum=%ld world=%ld drop_last=%d", o->model, h, *c ? c : "-", o->dropout, o->optim,
-             (unsigned long long)o->seed, o->data, !strcmp(o->data, "synthetic") ? o->train_samples : 0, o->batch,
-             o->accum, world, o->drop_last);
+             "drop_last=%d", o->model, h, *c ? c : "-", o->dropout, o->optim, (unsigned long long)o->seed, o->data,
+             !strcmp(o->data, "synthetic") ? o->train_samples : 0, o->drop_last);
 }
 
 /* --checkpoint without --resume needs a directory without checkpoints; with --resume, restores the newest
@@ -299,8 +307,9 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
         fprintf(stderr, "baton train: --resume: %s\n", baton_last_error());
         return rc == BATON_EMISMATCH ? 2 : 1;
     }
-    if (pos->epoch * steps_per_epoch + pos->epoch_step != pos->step || pos->epoch_step >= steps_per_epoch ||
-        pos->sample_offset != pos->epoch_step * o->batch * o->accum) {
+    if (train_resume_geometry(talk, pos, ck->world, o->batch * o->accum, steps_per_epoch, o->lr_linear) != 0) return 2;
+    if ((pos->world == ck->world && pos->epoch * steps_per_epoch + pos->epoch_step != pos->step) ||
+        pos->epoch_step >= steps_per_epoch || pos->sample_offset != pos->epoch_step * o->batch * o->accum) {
         fprintf(stderr, "baton train: --resume: %s/step-%ld: epoch %ld, step %ld of it, offset %ld do not fit %ld steps "
                 "per epoch\n", o->checkpoint, pos->step, pos->epoch, pos->epoch_step, pos->sample_offset, steps_per_epoch);
         return 2;
@@ -392,7 +401,7 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     o.ddp.trace = trace;   /* broadcasts rank 0's replica, checks it, builds the buckets, hooks the tape */
-    if (rc < 0 || (rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
+    if (rc < 0 || (rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0 || (rc = baton_ddp_attach_optim(ddp, opt)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
@@ -473,9 +482,11 @@ int baton_cmd_train(int argc, char **argv) {
                 goto out;
             }
             t = baton__now_ns();
-            if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
             float step_lr = baton_lr_at(&sched, step);
-            if (!skip) baton_optim_step(opt, step_lr);
+            if (!skip && baton_ddp_step(ddp, opt, step_lr, (float)o.clip, NULL) < 0) {   /* clip + step (+ ZeRO gather) */
+                fprintf(stderr, "\nbaton train: optimizer step %ld: %s\n", step, baton_last_error());
+                goto out;
+            }
             SPAN(BATON_EV_OPTIM, t);
             train_ns += baton__now_ns() - t0;
 
@@ -552,6 +563,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: --trace: %s\n", baton_last_error());
         goto out;
     }
+    if (talk) train_memory_summary(&sum, ddp, opt, o.ddp.zero);
     if (st.skipped)
         train_summary_add(&sum, "skipped", "%ld %s for non-finite gradients", st.skipped,
                           cli_plural(st.skipped, "step", "steps"));
@@ -592,6 +604,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
+        train_json_memory(j, ddp, opt, o.ddp.zero);
         cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);

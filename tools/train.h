@@ -8,12 +8,15 @@
 #ifndef BATON_TOOLS_TRAIN_H
 #define BATON_TOOLS_TRAIN_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 
 #include "baton/comm.h"
 #include "baton/data.h"
 #include "baton/ddp.h"
 #include "baton/nn.h"
+#include "ckpt/checkpoint.h"
+#include "train_summary.h"
 
 typedef struct {
     float *x;            /* (B, dim) */
@@ -76,6 +79,16 @@ int train_save_model(const char *path, const baton_params *params, const baton_m
 int train_resume_schedule(int talk, long done, long total, const char *how, baton_lr_schedule *cmdline,
                           const baton_lr_schedule *ckpt);
 int train_default_threads(int local_size);
+/* tools/train_zero.c: memory per rank (parameters, gradients, optimizer state, peak RSS) in the final JSON and
+ * the summary. */
+uint64_t train_peak_rss_bytes(void);
+/* A resume on another world size or per-rank batch: converts the checkpoint's position (samples of the epoch
+ * consumed) to this run's steps and, under --lr-scaling linear, rescales the schedule to the new world size.
+ * Prints a note (talk); returns 0, or 2 with a message when the position does not fit. */
+int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_step, long steps_per_epoch,
+                          int lr_linear);
+void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero);
+void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero);
 /* Sets and returns the compute threads: `asked` (--threads; 0: train_default_threads). When asked x the
  * launcher's local ranks exceed the usable cores, local rank 0 warns (the ranks would fight over cores). */
 int train_threads(long asked, const baton_launch_env *le);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */

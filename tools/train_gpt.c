@@ -273,10 +273,13 @@ int baton_cmd_train_gpt(int argc, char **argv) {
     double fpt = baton_gpt_flops_per_token(&o.gc, tl);
     long log_every = o.log_every ? o.log_every : 10;
     if (rank == 0)
-        fprintf(stderr, "baton train: gpt %d layers x %d heads x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
-                "bytes (%ld/%ld documents), %ld train windows; %ld rank(s) x batch %ld x %d tokens, %ld steps, lr %g, "
-                "%d threads/rank, %s\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
-                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads,
+        fprintf(stderr, "baton train: gpt %d %s x %d %s x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
+                "bytes (%ld/%ld documents), %ld train windows; %ld %s x batch %ld x %d tokens, %ld %s, lr %g, %d %s, "
+                "%s\n", o.gc.layers, cli_plural(o.gc.layers, "layer", "layers"), o.gc.heads,
+                cli_plural(o.gc.heads, "head", "heads"), o.gc.dim, tl, baton_params_numel(params), o.data, tx.n_train,
+                tx.n_val, tx.docs_train, tx.docs_val, n_train, world, cli_plural(world, "rank", "ranks"), o.batch, tl,
+                o.steps, cli_plural(o.steps, "step", "steps"), o.lr, threads,
+                cli_plural(threads, "thread/rank", "threads/rank"),
                 gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16 matmuls (oneDNN)" : gemm == BATON_GEMM_ONEDNN ? "f32 (oneDNN)" : "f32 (OpenBLAS)");
     double loss = 0.0, val_loss = NAN, initial = 0.0;
     uint64_t train_ns = 0;

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "ckpt/checkpoint.h"
 #include "cli.h"
 #include "train_summary.h"
 
@@ -54,9 +55,11 @@ void train_summary_print(const train_summary *s, FILE *f) {
         LINE(f, "test accuracy", "%.2f%% at the end", 100.0 * s->acc);
     if (s->evaluated) LINE(f, "test loss", "%.4f at the end", s->loss);
     if (s->save) LINE(f, "parameters", "%s", s->save);
-    if (s->checkpoint && s->checkpoints)
-        LINE(f, "checkpoints", "%s/step-%ld (%ld written, the newest 2 kept)", s->checkpoint, s->last_checkpoint,
-             s->checkpoints);
+    if (s->checkpoint && s->checkpoints > BATON_CKPT_KEEP)
+        LINE(f, "checkpoints", "%s/step-%ld (%ld written, the newest %d kept)", s->checkpoint, s->last_checkpoint,
+             s->checkpoints, BATON_CKPT_KEEP);
+    else if (s->checkpoint && s->checkpoints)
+        LINE(f, "checkpoints", "%s/step-%ld (%ld written)", s->checkpoint, s->last_checkpoint, s->checkpoints);
     else if (s->checkpoint)
         LINE(f, "checkpoints", "none written by this run (%s)", s->checkpoint);
     if (s->trace) LINE(f, "trace", "%s (open in https://ui.perfetto.dev or chrome://tracing)", s->trace);

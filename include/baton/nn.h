@@ -225,8 +225,12 @@ void baton_optim_free(baton_optim *o);
  *   adamw: w -= lr*wd*w; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr*mhat/(sqrt(vhat)+eps) */
 void baton_optim_step(baton_optim *o, float lr);
 /* State slabs for checkpoints: slot 0 = momentum / first moment, slot 1 = second moment (NULL for sgd).
- * Each has baton_params_numel floats. */
+ * Each covers the optimizer's shard [lo, hi) of the slab (hi - lo floats; element i is slab element lo + i):
+ * the whole slab, baton_params_numel floats, unless baton_optim_set_shard narrowed it. */
 float *baton_optim_state(baton_optim *o, int slot);
+/* ZeRO: keep state for, and update, only slab elements [lo, hi). The state restarts at zero. */
+int baton_optim_set_shard(baton_optim *o, size_t lo, size_t hi);
+void baton_optim_shard(const baton_optim *o, size_t *lo, size_t *hi);
 long baton_optim_steps(const baton_optim *o);
 /* Restores the step counter (AdamW's bias correction depends on it) when resuming from a checkpoint. */
 void baton_optim_set_steps(baton_optim *o, long steps);
@@ -235,6 +239,10 @@ int baton_optim_kind(const baton_optim *o);   /* BATON_OPTIM_* */
 /* Global L2 norm of the gradient slab; when max_norm > 0 and the norm exceeds it, scales the gradients
  * by max_norm / norm. Returns the norm before clipping. */
 float baton_clip_grad_norm(baton_params *p, float max_norm);
+/* The pieces of it for a range [lo, hi) of the gradient slab (a ZeRO shard): the sum of squares in f64, and
+ * the scaling. */
+double baton_grad_sumsq(baton_params *p, size_t lo, size_t hi);
+void baton_grad_scale(baton_params *p, size_t lo, size_t hi, float k);
 
 enum { BATON_SCHED_CONST = 0, BATON_SCHED_COSINE = 1, BATON_SCHED_STEP = 2 };
 typedef struct {

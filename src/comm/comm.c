@@ -518,13 +518,16 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         goto fail;
     c->algo = c->opt.algo;
     /* tuning knobs (docs/algorithms.md): direct all-reduce chunk, cross-memory attach range, streaming */
-    uint64_t chunk, cma_min, cma_max, stream;
+    uint64_t chunk, cma_min, cma_max, stream, hseg;
     if (((rc = baton__env_size("BATON_SHM_CHUNK", 1 << 20, 4096, BATON_SHM_STAGE_BYTES, &chunk)) < 0 &&
          rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MAX", 32 << 20, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
-        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND))
+        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_HIER_SEGMENT", 1 << 20, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
+         rc != BATON_ENOTFOUND))
         goto fail;
+    c->hier_seg_bytes = (size_t)hseg;
     c->shm_chunk_bytes = (size_t)chunk;
     c->cma_min_bytes = (size_t)cma_min;
     c->cma_max_bytes = (size_t)cma_max;
