@@ -536,6 +536,12 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
     c->world = c->id.world;
+    if (c->id.local_world > BATON_SHM_MAX_LOCAL && c->opt.transport != BATON_TRANSPORT_TCP) { /* before joining */
+        rc = baton__fail(BATON_EINVAL, "%d local ranks on one node is over the limit of %d over shared memory "
+                         "(BATON_SHM_MAX_LOCAL): run fewer ranks per node or --transport tcp",
+                         c->id.local_world, BATON_SHM_MAX_LOCAL);
+        goto fail;
+    }
     baton__log_set_rank(c->rank);
     if ((rc = baton__store_plan_from_env(&c->id, &plan)) < 0) goto fail;
     snprintf(c->job_id, sizeof c->job_id, "%s", plan.job_id);
