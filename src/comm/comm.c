@@ -25,7 +25,7 @@ static const char *const dtype_names[BATON_DTYPE_COUNT] = {"f32", "f64", "f16", 
 static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8};
 static const char *const op_names[BATON_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[BATON_ALGO_COUNT] = {"auto", "ring", "rd", "direct", "hier"};
-static const char *const transport_names[BATON_TRANSPORT_COUNT] = {"auto", "shm", "tcp"};
+static const char *const transport_names[BATON_TRANSPORT_COUNT] = {"auto", "shm", "tcp", "mpi"};
 
 size_t baton_dtype_size(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
 const char *baton_dtype_name(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_names[dt] : "?"; }
@@ -79,7 +79,7 @@ int baton_options_from_env(baton_options *o) {
     o->stall_warn_s = 60;
     const char *s;
     if ((s = getenv("BATON_TRANSPORT")) && *s && baton_transport_parse(s, &o->transport) < 0)
-        return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp", s);
+        return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp|mpi", s);
     if ((s = getenv("BATON_ALGO")) && *s && baton_algo_parse(s, &o->algo) < 0)
         return baton__fail(BATON_EINVAL, "BATON_ALGO='%s' is not one of auto|ring|rd|direct|hier", s);
     int rc = baton__env_double("BATON_TIMEOUT", 300, 0.001, 1e7, &o->timeout_s);
@@ -518,13 +518,16 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         goto fail;
     c->algo = c->opt.algo;
     /* tuning knobs (docs/algorithms.md): direct all-reduce chunk, cross-memory attach range, streaming */
-    uint64_t chunk, cma_min, cma_max, stream;
+    uint64_t chunk, cma_min, cma_max, stream, hseg;
     if (((rc = baton__env_size("BATON_SHM_CHUNK", 1 << 20, 4096, BATON_SHM_STAGE_BYTES, &chunk)) < 0 &&
          rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MAX", 32 << 20, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
-        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND))
+        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_HIER_SEGMENT", 1 << 20, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
+         rc != BATON_ENOTFOUND))
         goto fail;
+    c->hier_seg_bytes = (size_t)hseg;
     c->shm_chunk_bytes = (size_t)chunk;
     c->cma_min_bytes = (size_t)cma_min;
     c->cma_max_bytes = (size_t)cma_max;
@@ -536,19 +539,23 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
     c->world = c->id.world;
-    if (c->id.local_world > BATON_SHM_MAX_LOCAL && c->opt.transport != BATON_TRANSPORT_TCP) { /* before joining */
+    if (c->id.local_world > BATON_SHM_MAX_LOCAL && c->opt.transport != BATON_TRANSPORT_TCP &&
+        c->opt.transport != BATON_TRANSPORT_MPI) { /* before joining (MPI: setup_shm refuses if it needs shm) */
         rc = baton__fail(BATON_EINVAL, "%d local ranks on one node is over the limit of %d over shared memory "
                          "(BATON_SHM_MAX_LOCAL): run fewer ranks per node or --transport tcp",
                          c->id.local_world, BATON_SHM_MAX_LOCAL);
         goto fail;
     }
     baton__log_set_rank(c->rank);
-    if ((rc = baton__store_plan_from_env(&c->id, &plan)) < 0) goto fail;
+    int use_mpi = c->opt.transport == BATON_TRANSPORT_MPI;
+    if (use_mpi) rc = baton__comm_mpi_bootstrap(c, &plan, join_wait_s(c));
+    else rc = baton__store_plan_from_env(&c->id, &plan);
+    if (rc < 0) goto fail;
     snprintf(c->job_id, sizeof c->job_id, "%s", plan.job_id);
     if (c->world == 1) {
         char *hosts[1] = {"self"};
         if ((rc = build_topology(c, hosts)) < 0) goto fail;
-        c->transport = c->opt.transport == BATON_TRANSPORT_TCP ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+        c->transport = c->opt.transport == BATON_TRANSPORT_TCP || use_mpi ? c->opt.transport : BATON_TRANSPORT_SHM;
         *out = c;
         return BATON_OK;
     }
@@ -567,9 +574,12 @@ int baton_init(baton_comm **out, const baton_options *opt) {
                                        "(use auto or tcp)", c->nnodes);
         goto fail;
     }
-    int use_tcp = c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1;
-    c->transport = use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
-    if (c->local_size > 1 && c->opt.transport != BATON_TRANSPORT_TCP && (rc = setup_shm(c, deadline)) < 0) goto fail;
+    /* The network transport: MPI when asked for (shared memory stays inside a node, except on one node,
+     * where everything goes over MPI as it goes over TCP under --transport tcp), else TCP across nodes. */
+    int use_tcp = !use_mpi && (c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1);
+    int flat_net = c->opt.transport == BATON_TRANSPORT_TCP || (use_mpi && c->nnodes == 1);
+    c->transport = use_mpi ? BATON_TRANSPORT_MPI : use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+    if (c->local_size > 1 && !flat_net && (rc = setup_shm(c, deadline)) < 0) goto fail;
     t[3] = baton__now_ns();
     if (c->shm) { /* publish what peers read to test cross-memory attach after the barrier below */
         c->cma_probe = 0xba7090000000ull + (uint64_t)c->rank;
@@ -577,6 +587,8 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     }
     if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
     t[4] = baton__now_ns();
+    if (use_mpi && (rc = baton__comm_setup_mpi(c)) < 0) goto fail;
+    if ((rc = baton__autotune_init(c, deadline)) < 0) goto fail;
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
     t[5] = baton__now_ns();
@@ -594,6 +606,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     return BATON_OK;
 fail:
     if (plan.host_it && plan.file[0]) unlink(plan.file);
+    c->broken = 1; /* no MPI_Finalize: the other ranks may never get there */
     baton_comm_free(c);
     return rc;
 }
@@ -606,8 +619,11 @@ void baton_comm_free(baton_comm *c) {
     if (c->tcp) c->tcp->ops->close(c->tcp);
     if (c->shm_tp) c->shm_tp->ops->close(c->shm_tp);
     baton__shm_close(c->shm);
+    /* MPI_Finalize waits for every rank: only on a clean exit (a failed job ends through mpirun instead) */
+    if (c->mpi_inited && !c->broken) c->mpi->finalize();
     baton_store_close(c->store);
     baton_store_server_stop(c->store_server);
+    baton__autotune_free(c);
     free(c->node_of);
     free(c->local_of);
     free(c->g2l);
