@@ -24,6 +24,7 @@
 #include "ckpt/safetensors.h"
 #include "commands.h"
 #include "train.h"
+#include "train_metrics.h"
 #include "util/util.h"
 
 typedef struct {
@@ -35,6 +36,8 @@ typedef struct {
     int drop_last, lr_linear;  /* --drop-last, --lr-scaling linear */
     baton_ddp_config ddp;      /* --bucket-mb, --no-overlap, --grad-dtype, --loss-scale, --no-zero-copy */
     baton_model_config mc;
+    int no_prefetch;           /* --no-prefetch */
+    const char *metrics;       /* --metrics FILE.jsonl|FILE.csv|none (NULL: the default, on) */
 } train_opts;
 
 static const char usage_text[] =
@@ -66,6 +69,9 @@ static const char usage_text[] =
     "  --log-every N          progress line every N steps when stderr is not a terminal\n"
     "  --save FILE.safetensors        write the final parameters\n"
     "  --json                 print one final JSON line on stdout\n"
+    "  --no-prefetch          gather each batch on the training thread (default: one batch ahead on a thread)\n"
+    "  --metrics FILE.jsonl|FILE.csv|none   per-step metrics of every rank (default: on, into the --checkpoint\n"
+    "                         directory or a new run directory; `baton report DIR` draws them; docs/observe.md)\n"
     "checkpoints (docs/checkpoints.md):\n"
     "  --checkpoint DIR       save DIR/step-N every --checkpoint-every steps and at the end (keeps the last 2);\n"
     "                         DIR must hold no checkpoint unless --resume is given\n"
@@ -137,6 +143,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--no-zero-copy")) { o->ddp.zero_copy = 0; continue; }
         if (!strcmp(flag, "--drop-last")) { o->drop_last = 1; continue; }
         if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
+        if (!strcmp(flag, "--no-prefetch")) { o->no_prefetch = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         else return bad(flag, "needs a value");
@@ -205,6 +212,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(flag, "--channels")) {
             if (parse_list(flag, val, o->mc.channels, &o->mc.n_channels)) return 2;
             channels_set = 1;
+        } else if (!strcmp(flag, "--metrics")) {
+            const char *why = train_metrics_check_value(val);
+            if (why) return bad(flag, why);
+            o->metrics = val;
         } else if (!strcmp(flag, "--save")) {
             o->save = val;
         } else if (!strcmp(flag, "--grad-dtype")) {
@@ -312,6 +323,13 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
 }
 
 #define SPAN(ev, t0) baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, baton__now_ns())
+/* A span of the step that also adds its duration (ms) to the step's metrics field. */
+#define PHASE(ev, field, t0)                                                \
+    do {                                                                    \
+        uint64_t t_end_ = baton__now_ns();                                  \
+        baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, t_end_);       \
+        mf[field] += (double)(t_end_ - (t0)) * 1e-6;                        \
+    } while (0)
 #define LOSS_WINDOW 100
 
 int baton_cmd_train(int argc, char **argv) {
@@ -329,7 +347,8 @@ int baton_cmd_train(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
-    train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1}};
+    train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1},
+                          {"--metrics", o.metrics && strcmp(o.metrics, "none") ? o.metrics : NULL, 0}};
     if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
     baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
 
@@ -342,6 +361,8 @@ int baton_cmd_train(int argc, char **argv) {
     baton_trace *trace = NULL;
     baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
+    train_metrics metrics = {0};
+    train_prefetch pf = {0};
     int exit_code = 1, rank = 0;
     if (world > 1 && baton_init(&comm, NULL) < 0) {
         fprintf(stderr, "baton train: joining the data-parallel job: %s\n", baton_last_error());
@@ -412,7 +433,18 @@ int baton_cmd_train(int argc, char **argv) {
     baton_ckpt_state pos = {0};   /* where this process starts: step 0 unless resumed */
     long ckpt_every = o.ckpt_every ? o.ckpt_every : steps_per_epoch, die_at = -1, die_rank = world - 1, ckpts = 0;
     if (o.checkpoint && (exit_code = start_from_checkpoint(&o, &ck, steps_per_epoch, &pos, &sched)) != 0) goto out;
+    if ((exit_code = train_metrics_open(&metrics, o.metrics, o.checkpoint, rank)) != 0) goto out;
     exit_code = 1;
+    if (train_prefetch_start(&pf, &train, (int)o.batch, !o.no_prefetch) < 0) goto out;
+    /* Test knob (tests/test_observe.c): rank BATON_TEST_SLOW_RANK sleeps, at the end of each optimizer step,
+     * BATON_TEST_SLOW_PCT % of the compute (forward + backward + optimizer) it just did: that rank's compute
+     * is that much slower, counted where the straggler diagnosis counts it. Inert unless set. */
+    long slow_rank = -1, slow_pct = 0;
+    if (baton__env_long("BATON_TEST_SLOW_RANK", -1, 0, world - 1, &slow_rank) == BATON_EINVAL ||
+        baton__env_long("BATON_TEST_SLOW_PCT", 0, 0, 10000, &slow_pct) == BATON_EINVAL) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     /* Test knob (tests/test_ckpt_train.c): rank BATON_TEST_DIE_RANK (default the last) SIGKILLs itself as step
      * BATON_TEST_DIE_AT_STEP starts. Inert unless set. */
     if (baton__env_long("BATON_TEST_DIE_AT_STEP", -1, 0, LONG_MAX, &die_at) == BATON_EINVAL ||
@@ -431,27 +463,33 @@ int baton_cmd_train(int argc, char **argv) {
     uint64_t train_ns = 0, ckpt_ns = 0;
     for (long epoch = pos.epoch; step < total; epoch++) {
         baton_dist_sampler_set_epoch(&sampler, epoch);
+        long first_s = epoch == pos.epoch ? pos.epoch_step : 0, epoch_samples = steps_per_epoch * per_step;
+        if (first_s < steps_per_epoch) train_prefetch_request(&pf, sampler.idx + first_s * per_step);
         double ep_loss = 0.0;
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         uint64_t ep_t0 = baton__now_ns();
-        for (long s = epoch == pos.epoch ? pos.epoch_step : 0; s < steps_per_epoch && step < total; s++, step++) {
+        for (long s = first_s; s < steps_per_epoch && step < total; s++, step++) {
             if (step == die_at && rank == die_rank) raise(SIGKILL);
             uint64_t t0 = baton__now_ns(), t;
-            double step_loss = 0.0;
+            double step_loss = 0.0, mf[TM_NF] = {0};
+            baton_ddp_stats st0;
+            baton_ddp_get_stats(ddp, &st0);
             for (long k = 0; k < o.accum; k++) {   /* one optimizer step = accum micro-batches */
                 int correct;
                 t = baton__now_ns();
-                train_next_batch(&train, &sampler, (s * o.accum + k) * o.batch, (int)o.batch, &bb);
-                SPAN(BATON_EV_DATA, t);
+                train_prefetch_take(&pf, &bb.x, &bb.y);   /* gathered on the loader thread */
+                long next = (s * o.accum + k + 1) * o.batch;
+                if (next < epoch_samples) train_prefetch_request(&pf, sampler.idx + next);
+                PHASE(BATON_EV_DATA, TM_DATA, t);
                 t = baton__now_ns();
                 baton_tape_reset(tape, 1);
                 baton_tensor *loss = train_forward(model, tape, &train, &bb, (int)o.batch, &correct);
-                SPAN(BATON_EV_FORWARD, t);
+                PHASE(BATON_EV_FORWARD, TM_FWD, t);
                 t = baton__now_ns();
                 if (k == 0) baton_params_zero_grad(params);
                 baton_ddp_prepare(ddp, k == o.accum - 1);   /* the last micro-batch's backward launches buckets */
                 baton_tape_backward(tape, loss, baton_ddp_backward_scale(ddp) / (float)o.accum);
-                SPAN(BATON_EV_BACKWARD, t);
+                PHASE(BATON_EV_BACKWARD, TM_BWD, t);
                 step_loss += loss->data[0] / (double)o.accum;
                 ep_correct += correct;
                 ep_seen += o.batch;
@@ -464,8 +502,25 @@ int baton_cmd_train(int argc, char **argv) {
             t = baton__now_ns();
             if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
             if (!skip) baton_optim_step(opt, baton_lr_at(&sched, step));
-            SPAN(BATON_EV_OPTIM, t);
-            train_ns += baton__now_ns() - t0;
+            if (rank == slow_rank && slow_pct > 0)
+                baton__sleep_ns((uint64_t)((mf[TM_FWD] + mf[TM_BWD] + (double)(baton__now_ns() - t) * 1e-6) * 1e6 *
+                                           (double)slow_pct / 100.0));
+            PHASE(BATON_EV_OPTIM, TM_OPT, t);
+            uint64_t t_step = baton__now_ns() - t0;
+            train_ns += t_step;
+            if (metrics.on) {
+                baton_ddp_stats st1;
+                baton_ddp_get_stats(ddp, &st1);
+                mf[TM_T0] = (double)t0 * 1e-6;
+                mf[TM_STEP] = (double)t_step * 1e-6;
+                mf[TM_EXPOSED] = (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6;
+                mf[TM_COMM] = (double)(st1.comm_ns - st0.comm_ns) * 1e-6;
+                mf[TM_BYTES] = comm ? (double)st1.bytes_per_step : 0.0;
+                mf[TM_LOSS] = step_loss;
+                mf[TM_LR] = baton_lr_at(&sched, step);
+                mf[TM_EPOCH] = (double)epoch;
+                train_metrics_step(&metrics, step, mf);
+            }
 
             if (!isfinite(step_loss)) {
                 fprintf(stderr, "\nbaton train: loss became %f at step %ld on rank %d; lower --lr or set --clip\n",
@@ -499,6 +554,7 @@ int baton_cmd_train(int argc, char **argv) {
             goto out;
         }
         SPAN(BATON_EV_EVAL, t);
+        train_metrics_eval(&metrics, step, epoch + 1, test_acc, test_loss);
         evaluated++;
         if (prog.tty) fputc('\n', stderr);
         if (rank == 0)
@@ -525,6 +581,15 @@ int baton_cmd_train(int argc, char **argv) {
     double sps = secs > 0 ? (double)ran * per_step * world / secs : 0.0, step_ms = ran ? 1e3 * secs / ran : 0.0;
     baton_ddp_stats st;
     baton_ddp_get_stats(ddp, &st);
+    tm_info mi = {.model = o.model, .data = o.data, .optim = o.optim, .world = world, .batch = o.batch,
+                  .accum = o.accum, .steps_per_epoch = steps_per_epoch, .params = (long)baton_params_numel(params)};
+    tm_diagnosis diag;
+    if (train_metrics_finish(&metrics, comm, (int)world, &mi, &diag) < 0) goto out;
+    if (rank == 0 && metrics.on) {   /* on stderr even with --json: the path is where the run's story is */
+        fprintf(stderr, "baton train: %s\n", diag.text);
+        fprintf(stderr, "baton train: metrics in %s; draw them with: baton report %s -o report.html\n", metrics.path,
+                metrics.dir);
+    }
 
     if (o.save && rank == 0) {
         char hidden[128] = "";
@@ -569,6 +634,15 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
+        if (metrics.on) {
+            cJSON_AddStringToObject(j, "metrics", metrics.path);
+            cJSON_AddNumberToObject(j, "metrics_ms_per_step", train_metrics_ms_per_step(&metrics));
+            cJSON_AddNumberToObject(j, "straggler_rank", diag.straggler);
+            cJSON_AddNumberToObject(j, "straggler_ratio", diag.ratio);
+            cJSON_AddBoolToObject(j, "input_bound", diag.input_bound);
+            cJSON_AddNumberToObject(j, "data_wait_pct", diag.data_pct);
+            cJSON_AddStringToObject(j, "diagnosis", diag.text);
+        }
         cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads(le.local_size));
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
@@ -577,6 +651,8 @@ int baton_cmd_train(int argc, char **argv) {
     }
     exit_code = 0;
 out:
+    train_prefetch_stop(&pf);
+    train_metrics_free(&metrics);
     train_batch_free(&bb);
     train_batch_free(&eb);
     baton_ddp_free(ddp);
