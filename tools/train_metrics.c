@@ -20,8 +20,8 @@
 /* The input pipeline is named when a median step spends at least this share blocked on data. */
 #define INPUT_BOUND_PCT 15.0
 #define INPUT_BOUND_MS 0.5   /* ... and at least this long (a thread wake-up is not a slow loader) */
-/* Steps skipped at the start of the medians (warm-up: first touches, thread start). */
-#define WARMUP_STEPS 2
+
+
 
 static const char *const field_names[TM_NF] = {"t_ms", "step_ms", "data_ms", "forward_ms", "backward_ms",
                                                "comm_exposed_ms", "optim_ms", "comm_ms", "bytes", "loss", "lr",
@@ -149,7 +149,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, long n) {
+double tm_median(double *v, long n) {
     if (n <= 0) return 0.0;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -164,7 +164,7 @@ static double rank_median(const double *rec, long n, long lo, int r, const int *
         for (int j = 0; j < nf; j++) s += f[fields[j]];
         tmp[k++] = s;
     }
-    return median(tmp, k);
+    return tm_median(tmp, k);
 }
 
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
@@ -174,7 +174,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         snprintf(d->text, sizeof d->text, "no steps recorded");
         return;
     }
-    long lo = n > WARMUP_STEPS + 2 ? WARMUP_STEPS : 0;
+    long lo = n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0;
     double *tmp = malloc((size_t)n * sizeof *tmp), *comp = malloc((size_t)world * 4 * sizeof *comp);
     if (!tmp || !comp) {
         free(tmp);
@@ -200,18 +200,18 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         long k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = comp[r];
-        others = median(tmp, k);
+        others = tm_median(tmp, k);
         k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = step[r] > 0 ? 100.0 * exposed[r] / step[r] : 0.0;
-        others_wait = median(tmp, k);
+        others_wait = tm_median(tmp, k);
         d->ratio = others > 0 ? comp[slow] / others : 0.0;
         d->others_wait_pct = others_wait;
         if (d->ratio >= STRAGGLER_RATIO) d->straggler = slow;
     }
     for (int r = 0; r < world; r++) tmp[r] = step[r] > 0 ? 100.0 * data[r] / step[r] : 0.0;
-    d->data_pct = median(tmp, world);
-    d->input_bound = d->data_pct >= INPUT_BOUND_PCT && median(data, world) >= INPUT_BOUND_MS;
+    d->data_pct = tm_median(tmp, world);
+    d->input_bound = d->data_pct >= INPUT_BOUND_PCT && tm_median(data, world) >= INPUT_BOUND_MS;
     double c = 0, e = 0, s = 0;
     for (int r = 0; r < world; r++) {
         c += comp[r];
@@ -221,7 +221,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     d->compute_pct = s > 0 ? 100.0 * c / s : 0.0;
     d->exposed_pct = s > 0 ? 100.0 * e / s : 0.0;
     for (int r = 0; r < world; r++) tmp[r] = step[r];
-    d->step_ms = median(tmp, world);
+    d->step_ms = tm_median(tmp, world);
 
     size_t len = 0;
 #define SAY(...) len += (size_t)snprintf(d->text + len, len < sizeof d->text ? sizeof d->text - len : 0, __VA_ARGS__)
@@ -230,7 +230,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
             "spend %.0f %% of each step waiting for it. ", slow, d->ratio, comp[slow], others, others_wait);
     if (d->input_bound)
         SAY("input pipeline: the ranks wait %.0f %% of each step for batches (median %.1f ms of %.1f ms); the loader "
-            "cannot keep up with the step. ", d->data_pct, median(data, world), d->step_ms);
+            "cannot keep up with the step. ", d->data_pct, tm_median(data, world), d->step_ms);
     if (d->straggler < 0 && !d->input_bound)
         SAY("no straggler (slowest rank %.2fx the median), input not limiting (%.1f %% of a step on data). ",
             world > 1 ? d->ratio : 1.0, d->data_pct);
@@ -243,13 +243,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
 
 /* ---- writing ----------------------------------------------------------------------------------------- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) {
+void tm_put(tm_sbuf *b, const char *fmt, ...) {
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -274,71 +268,71 @@ static void put(sbuf *b, const char *fmt, ...) {
 }
 
 /* A JSON string body: the few characters that need escaping in our texts. */
-static void put_json_str(sbuf *b, const char *s) {
-    put(b, "\"");
+static void put_json_str(tm_sbuf *b, const char *s) {
+    tm_put(b, "\"");
     for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\') put(b, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) put(b, "\\u%04x", *s);
-        else put(b, "%c", *s);
+        if (*s == '"' || *s == '\\') tm_put(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) tm_put(b, "\\u%04x", *s);
+        else tm_put(b, "%c", *s);
     }
-    put(b, "\"");
+    tm_put(b, "\"");
 }
 
-static void write_jsonl(sbuf *b, const train_metrics *m, const double *all, int world, const tm_info *info,
+static void write_jsonl(tm_sbuf *b, const train_metrics *m, const double *all, int world, const tm_info *info,
                         const tm_diagnosis *d) {
-    put(b, "{\"type\":\"run\",\"model\":");
+    tm_put(b, "{\"type\":\"run\",\"model\":");
     put_json_str(b, info->model);
-    put(b, ",\"data\":");
+    tm_put(b, ",\"data\":");
     put_json_str(b, info->data);
-    put(b, ",\"optim\":");
+    tm_put(b, ",\"optim\":");
     put_json_str(b, info->optim);
-    put(b, ",\"world_size\":%d,\"batch\":%ld,\"accum\":%ld,\"effective_batch\":%ld,\"steps_per_epoch\":%ld,"
+    tm_put(b, ",\"world_size\":%d,\"batch\":%ld,\"accum\":%ld,\"effective_batch\":%ld,\"steps_per_epoch\":%ld,"
            "\"params\":%ld,\"first_step\":%ld,\"steps\":%ld,\"metrics_ms_per_step\":%.6f", world, info->batch,
         info->accum, info->batch * info->accum * world, info->steps_per_epoch, info->params, m->first_step, m->n,
         train_metrics_ms_per_step(m));
     if (info->bucket_note) {
-        put(b, ",\"bucket\":");
+        tm_put(b, ",\"bucket\":");
         put_json_str(b, info->bucket_note);
     }
-    put(b, "}\n");
+    tm_put(b, "}\n");
     for (long i = 0; i < m->n; i++)
         for (int r = 0; r < world; r++) {
             const double *f = all + ((size_t)r * m->n + i) * TM_NF;
-            put(b, "{\"type\":\"step\",\"step\":%ld,\"rank\":%d", m->first_step + i, r);
+            tm_put(b, "{\"type\":\"step\",\"step\":%ld,\"rank\":%d", m->first_step + i, r);
             for (int j = 0; j < TM_NF; j++) {
-                if (j == TM_EPOCH || j == TM_BYTES) put(b, ",\"%s\":%.0f", field_names[j], f[j]);
-                else if (j == TM_LOSS || j == TM_LR) put(b, ",\"%s\":%.9g", field_names[j], f[j]);
-                else put(b, ",\"%s\":%.4f", field_names[j], f[j]);
+                if (j == TM_EPOCH || j == TM_BYTES) tm_put(b, ",\"%s\":%.0f", field_names[j], f[j]);
+                else if (j == TM_LOSS || j == TM_LR) tm_put(b, ",\"%s\":%.9g", field_names[j], f[j]);
+                else tm_put(b, ",\"%s\":%.4f", field_names[j], f[j]);
             }
-            put(b, "}\n");
+            tm_put(b, "}\n");
         }
     for (long i = 0; i < m->n_evals; i++)
-        put(b, "{\"type\":\"eval\",\"step\":%ld,\"epoch\":%ld,\"test_accuracy\":%.6f,\"test_loss\":%.6f}\n",
+        tm_put(b, "{\"type\":\"eval\",\"step\":%ld,\"epoch\":%ld,\"test_accuracy\":%.6f,\"test_loss\":%.6f}\n",
             m->evals[i].step, m->evals[i].epoch, m->evals[i].acc, m->evals[i].loss);
-    put(b, "{\"type\":\"diagnosis\",\"straggler_rank\":%d,\"straggler_ratio\":%.4f,\"others_wait_pct\":%.2f,"
+    tm_put(b, "{\"type\":\"diagnosis\",\"straggler_rank\":%d,\"straggler_ratio\":%.4f,\"others_wait_pct\":%.2f,"
            "\"input_bound\":%s,\"data_pct\":%.2f,\"compute_pct\":%.2f,\"exposed_pct\":%.2f,\"step_ms\":%.4f,\"text\":",
         d->straggler, d->ratio, d->others_wait_pct, d->input_bound ? "true" : "false", d->data_pct, d->compute_pct,
         d->exposed_pct, d->step_ms);
     put_json_str(b, d->text);
-    put(b, "}\n");
+    tm_put(b, "}\n");
 }
 
 /* CSV: one row per step and rank, then one per evaluation (type column says which); no run line. */
-static void write_csv(sbuf *b, const train_metrics *m, const double *all, int world) {
-    put(b, "type,step,rank");
-    for (int j = 0; j < TM_NF; j++) put(b, ",%s", field_names[j]);
-    put(b, ",test_accuracy,test_loss\n");
+static void write_csv(tm_sbuf *b, const train_metrics *m, const double *all, int world) {
+    tm_put(b, "type,step,rank");
+    for (int j = 0; j < TM_NF; j++) tm_put(b, ",%s", field_names[j]);
+    tm_put(b, ",test_accuracy,test_loss\n");
     for (long i = 0; i < m->n; i++)
         for (int r = 0; r < world; r++) {
             const double *f = all + ((size_t)r * m->n + i) * TM_NF;
-            put(b, "step,%ld,%d", m->first_step + i, r);
-            for (int j = 0; j < TM_NF; j++) put(b, ",%.9g", f[j]);
-            put(b, ",,\n");
+            tm_put(b, "step,%ld,%d", m->first_step + i, r);
+            for (int j = 0; j < TM_NF; j++) tm_put(b, ",%.9g", f[j]);
+            tm_put(b, ",,\n");
         }
     for (long i = 0; i < m->n_evals; i++) {
-        put(b, "eval,%ld,", m->evals[i].step);
-        for (int j = 0; j < TM_NF; j++) put(b, j == TM_EPOCH ? ",%ld" : ",", m->evals[i].epoch);
-        put(b, ",%.6f,%.6f\n", m->evals[i].acc, m->evals[i].loss);
+        tm_put(b, "eval,%ld,", m->evals[i].step);
+        for (int j = 0; j < TM_NF; j++) tm_put(b, j == TM_EPOCH ? ",%ld" : ",", m->evals[i].epoch);
+        tm_put(b, ",%.6f,%.6f\n", m->evals[i].acc, m->evals[i].loss);
     }
 }
 
@@ -393,7 +387,7 @@ int train_metrics_finish(train_metrics *m, baton_comm *comm, int world, const tm
         if (all[(size_t)i * TM_NF + TM_T0] < origin) origin = all[(size_t)i * TM_NF + TM_T0];
     for (long i = 0; i < (long)world * n; i++) all[(size_t)i * TM_NF + TM_T0] -= origin;
     tm_diagnose(all, world, n, d);
-    sbuf b = {0};
+    tm_sbuf b = {0};
     if (m->csv) write_csv(&b, m, all, world);
     else write_jsonl(&b, m, all, world, info, d);
     free(all);

@@ -88,6 +88,16 @@ void train_metrics_free(train_metrics *m);
 /* Milliseconds per recorded step spent in the recorder itself. */
 double train_metrics_ms_per_step(const train_metrics *m);
 
+/* A growing text buffer (oom set when an append failed). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} tm_sbuf;
+void tm_put(tm_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double tm_median(double *v, long n);   /* sorts v */
+#define TM_WARMUP_STEPS 2              /* steps left out of the medians (first touches, thread start) */
+
 /* The diagnosis from every rank's records (rec: world blocks of n x TM_NF). Exposed for the report. */
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d);
 
