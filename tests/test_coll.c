@@ -148,13 +148,17 @@ static int count_lines_with(const char *text, const char *a, const char *b) {
 }
 
 /* A rank killed in the middle of a collective is named by the survivors themselves (not only by the
- * launcher), who fail fast. min_naming: how many survivors must name rank 2 in their own error. */
-static void kill_one(const char *env, const char *size, int min_naming, int after_s) {
+ * launcher), who fail fast. min_naming: how many survivors must name rank 2 in their own error. Rank 2 is
+ * killed after_s seconds after its resident memory passed rss_kib (its buffers are filled, so it is in the
+ * collectives: a fixed delay alone could fall before that on a loaded machine; the wait is bounded). */
+static void kill_one(const char *env, const char *size, int min_naming, int after_s, long rss_kib) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
-             "%s %s run -n 4 -- sh -c 'if [ $BATON_RANK = 2 ]; then (sleep %d; kill -9 $$) & fi; "
+             "%s %s run -n 4 -- sh -c 'if [ $BATON_RANK = 2 ]; then (i=0; while [ $i -lt 300 ]; do "
+             "r=$(grep VmRSS /proc/$$/status | tr -dc 0-9); [ ${r:-0} -gt %ld ] && break; "
+             "sleep 0.1; i=$((i+1)); done; sleep %d; kill -9 $$) & fi; "
              "exec %s bench allreduce -b %s -e %s -n 100000 -w 1 --min-time 60'",
-             env, th_baton(), after_s, th_baton(), size, size);
+             env, th_baton(), rss_kib, after_s, th_baton(), size, size);
     double el = 0;
     int rc = th_run(cmd, 60, &out, &el);
     if (rc == 0) fprintf(stderr, "%s\n%s\n", cmd, out);
@@ -168,10 +172,10 @@ static void kill_one(const char *env, const char *size, int min_naming, int afte
 }
 
 /* shared memory: every survivor sees the death (liveness check or the abort word carrying the cause) */
-TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1); }
-TEST_T(killed_rank_is_named_shm_256m, 60) { kill_one("", "256M", 3, 4); }
+TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1, 0); }
+TEST_T(killed_rank_is_named_shm_256m, 90) { kill_one("", "256M", 3, 1, 48L << 10); }
 /* tcp: the ranks connected to it name it; the others may see a neighbour close first */
-TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1); }
+TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1, 0); }
 
 /* Asynchronous collectives: several in flight, blocking calls queued behind them, over shm and tcp. */
 static void async_run(const char *env, int n) {

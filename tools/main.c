@@ -13,6 +13,7 @@ static const struct {
     {"train", baton_cmd_train, "train a model, alone or under `baton run`"},
     {"generate", baton_cmd_generate, "sample text from a GPT saved by `baton train --model gpt --save`"},
     {"bench", baton_cmd_bench, "benchmark a collective (nccl-tests style), under `baton run`"},
+    {"plan", baton_cmd_plan, "predict a job before launching it: all-reduce time, efficiency, wall-clock, memory"},
     {"report", baton_cmd_report, "draw a training run's metrics as one HTML page: baton report RUN_DIR -o report.html"},
     {"doctor", baton_cmd_doctor, "read the ranks' flight-recorder dumps: where they diverged, who lagged"},
 };

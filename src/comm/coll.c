@@ -5,7 +5,8 @@
  *   one node, shared memory:  direct (small path up to 32 KiB, staged or zero-copy above)
  *   tcp, one node or flat:    recursive doubling up to rd_max bytes, ring above
  *   several nodes:            hierarchical: direct inside each node, ring/rd across node leaders,
- *                             broadcast back inside each node */
+ *                             broadcast back inside each node
+ * With a calibration (BATON_TUNING, autotune.c) one node takes the algorithm its fits predict fastest. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -40,6 +41,8 @@ static baton_transport *p2p(baton_comm *c) { return c->tcp ? c->tcp : c->shm_tp;
 
 static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
     if (c->algo != BATON_ALGO_AUTO) return c->algo;
+    baton_algo tuned = baton__autotune_choose(c, bytes);
+    if (tuned != BATON_ALGO_AUTO) return tuned;
     if (c->nnodes > 1 && (c->local_size > 1 || c->world > c->nnodes)) return BATON_ALGO_HIER;
     if (c->shm && !c->tcp) return BATON_ALGO_DIRECT;
     return bytes <= rd_max_bytes(c->world) ? BATON_ALGO_RD : BATON_ALGO_RING;

@@ -444,6 +444,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         atomic_store(&baton__shm_rank_block(c->shm, c->local_rank)->cma_send, (uint64_t)(uintptr_t)&c->cma_probe);
     }
     if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
+    if ((rc = baton__autotune_init(c, deadline)) < 0) goto fail;
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
     if (plan.host_it && plan.file[0]) unlink(plan.file); /* everyone joined: the hand-off is done */
@@ -469,6 +470,7 @@ void baton_comm_free(baton_comm *c) {
     baton__shm_close(c->shm);
     baton_store_close(c->store);
     baton_store_server_stop(c->store_server);
+    baton__autotune_free(c);
     free(c->node_of);
     free(c->local_of);
     free(c->g2l);

@@ -47,6 +47,8 @@ typedef struct baton_shm_buffer {
     uint8_t **peer;                /* [local_size] every local rank's buffer, mapped here */
 } baton_shm_buffer;
 
+#define BATON_AUTOTUNE_CACHE 64
+
 typedef struct {
     coll_kind kind;
     const void *send;
@@ -112,6 +114,11 @@ struct baton_comm {
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;
 
+    /* --algo auto from a calibration (autotune.c); NULL: the fixed rules */
+    struct baton_tuning_s *tuning;
+    size_t tune_cache_bytes[BATON_AUTOTUNE_CACHE];   /* bytes + 1 of a cached choice, 0 = empty */
+    unsigned char tune_cache_algo[BATON_AUTOTUNE_CACHE];
+
     /* asynchronous work: a FIFO run by one comm thread, in issue order */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -122,6 +129,13 @@ struct baton_comm {
     int broken;                    /* a collective failed: the communicator is unusable */
     char broken_reason[512];
 };
+
+/* autotune.c: BATON_TUNING. init: rank 0 reads the calibration and shares it through the store (collective
+ * over the store; call once every rank is connected). choose: the algorithm the calibration predicts
+ * fastest for an all-reduce of `bytes`, or BATON_ALGO_AUTO when there is none (then the fixed rules). */
+int baton__autotune_init(baton_comm *c, uint64_t deadline);
+baton_algo baton__autotune_choose(baton_comm *c, size_t bytes);
+void baton__autotune_free(baton_comm *c);
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);

@@ -295,6 +295,8 @@ static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride,
             if (word_at(base, stride, r) >= v) continue;
             if ((rc = check_waited(s, r)) < 0) return rc;
             if (peer_alive(s, r)) continue;
+            /* It may have posted and exited since its word was read: only a word still short is a death. */
+            if (word_at(base, stride, r) >= v) continue;
             rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[r], (int)s->ranks[r].pid);
             baton__shm_abort(s, baton_last_error());
             return rc;
@@ -358,6 +360,15 @@ static uint8_t *chan_data(baton_shm *s, int src, int dst) {
 }
 
 enum { CHAN_PIECE = 64 << 10 }; /* publish progress at least this often so the peer can start early */
+
+/* Could a sendrecv move bytes now: room in the outgoing ring, or bytes in the incoming one? */
+static int ring_moves(baton_shm_chan_ctl *out, baton_shm_chan_ctl *in, uint64_t cap, int sending, int receiving) {
+    if (sending && atomic_load_explicit(&out->head.v, memory_order_relaxed) -
+                           atomic_load_explicit(&out->tail.v, memory_order_acquire) < cap)
+        return 1;
+    return receiving && atomic_load_explicit(&in->head.v, memory_order_acquire) !=
+                            atomic_load_explicit(&in->tail.v, memory_order_relaxed);
+}
 
 static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t sbytes, int rpeer, void *rbuf,
                         size_t rbytes, uint64_t deadline, const baton_recv_progress *progress) {
@@ -451,9 +462,16 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
         uint64_t now = baton__now_ns();
         if (now >= w.next_liveness) {
             w.next_liveness = now + LIVENESS_NS;
+            int gone = 0;
             for (int i = 0; i < nwho; i++) {
                 if ((rc = check_waited(s, who[i])) < 0) return rc;
-                if (!peer_alive(s, who[i])) {
+                if (!peer_alive(s, who[i])) gone = 1;
+            }
+            /* A peer that wrote its last bytes (or made room) and exited a moment ago is gone but done:
+             * look at the rings once more; only a peer that is gone with nothing left to move failed us. */
+            if (gone && !ring_moves(out, in, cap, sent < stotal, got < rtotal)) {
+                for (int i = 0; i < nwho; i++) {
+                    if (peer_alive(s, who[i])) continue;
                     rc = baton__fail(BATON_EPEERDEAD, "rank %d (pid %d) died", s->global_ranks[who[i]],
                                      (int)s->ranks[who[i]].pid);
                     baton__shm_abort(s, baton_last_error());

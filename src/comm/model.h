@@ -1,0 +1,76 @@
+/* model.h: the alpha-beta cost model of an all-reduce, and the arithmetic built on it (efficiency,
+ * training wall-clock, memory per rank). Pure functions: no I/O, no communicator. `baton plan` prints
+ * them; the calibration (comm/tuning.h) fits their parameters to this machine, and the communicator's
+ * automatic choice uses those fits. See docs/plan.md for every formula.
+ *
+ * A link is a latency alpha (seconds per message) and a bandwidth beta (bytes per second). With n bytes
+ * and K ranks:
+ *   ring    2(K-1) alpha + 2(K-1)/K n / beta              (reduce-scatter then all-gather, K-1 steps each)
+ *   tree    2 ceil(log2 K) alpha + 2 n / beta              (reduce up a binary tree, broadcast down, pipelined)
+ *   rd      recursive doubling below 32 KiB: ceil(log2 K) (alpha + n / beta); from 32 KiB halving-doubling:
+ *           2 log2 p alpha + 2 (p-1)/p n / beta; with p the largest power of two <= K, a K that is not a power
+ *           of two adds a fold-in and a hand-back, 2 (alpha + n / beta)  (src/comm/algo_rd.c)
+ *   direct  2 alpha + 2 (K-1)/K n / beta                   (shared memory: each rank reduces its 1/K slice
+ *           straight from the others' buffers, then copies the other slices; two barriers)
+ *   hier    direct inside each node of L ranks (intra link), ring across the M node leaders on the whole
+ *           buffer (inter link), broadcast back inside the node: alpha_i + n / beta_i */
+#ifndef BATON_COMM_MODEL_H
+#define BATON_COMM_MODEL_H
+
+typedef struct {
+    double lat_s;   /* alpha: seconds per message */
+    double bw_Bps;  /* beta: bytes per second */
+} baton_link_params;
+
+typedef enum {
+    BATON_MODEL_RING = 0,
+    BATON_MODEL_TREE,
+    BATON_MODEL_RD,
+    BATON_MODEL_DIRECT,
+    BATON_MODEL_HIER,
+    BATON_MODEL_COUNT
+} baton_model_algo;
+
+/* A predicted time split into its latency and bandwidth terms (seconds); total = lat + bw. */
+typedef struct {
+    double lat_s, bw_s, total_s;
+} baton_model_time;
+
+const char *baton__model_algo_name(baton_model_algo a);          /* "ring", "tree", "rd", "direct", "hier" */
+int baton__model_algo_parse(const char *s, baton_model_algo *out); /* 0 or -1 */
+
+/* A flat all-reduce of `bytes` over `ranks` ranks on one link (ranks >= 1; 1 rank costs nothing).
+ * BATON_MODEL_HIER is not flat: use baton__model_hier. */
+baton_model_time baton__model_flat(baton_model_algo a, double bytes, int ranks, baton_link_params link);
+/* Hierarchical: `nodes` nodes of `per_node` ranks, intra-node link `intra`, inter-node link `inter`. */
+baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_link_params intra,
+                                   baton_link_params inter);
+/* The same all-reduce flat, one ring over all nodes x per_node ranks: every step waits for the slowest
+ * link on the ring, the inter-node one when nodes > 1. */
+baton_model_time baton__model_flat_ring_cluster(double bytes, int nodes, int per_node, baton_link_params intra,
+                                                baton_link_params inter);
+
+/* compute / (compute + comm): the share of a step spent computing when nothing overlaps. */
+double baton__model_efficiency(double compute_s, double comm_s);
+/* The compute time per step at which `comm_s` of communication leaves efficiency `target` (0 < target < 1):
+ * target / (1 - target) x comm_s. */
+double baton__model_compute_for(double target, double comm_s);
+
+/* Training: 6 x params x tokens FLOPs, run at peak x mfu per device. */
+typedef struct {
+    double flops;           /* total FLOPs */
+    double one_device_s;    /* wall-clock on one device */
+} baton_model_train;
+baton_model_train baton__model_train(double params, double tokens, double peak_flops, double mfu);
+/* The scaling efficiency 1 / (1 + c sqrt(K)). */
+double baton__model_sqrt_efficiency(double c, int ranks);
+
+/* Memory per rank for data-parallel AdamW training with f32 parameters, f32 gradients and two f32 moments
+ * (16 bytes per parameter unsharded). zero = 0: everything replicated; 1: optimizer state sharded over the
+ * ranks; 2: gradients too. A shard is ceil(params / ranks) elements (contiguous, within one element). */
+typedef struct {
+    double params_B, grads_B, optim_B, total_B;
+} baton_model_memory;
+baton_model_memory baton__model_memory(double params, int ranks, int zero);
+
+#endif

@@ -1,0 +1,398 @@
+/* test_plan.c: `baton plan` reproduces the published figures (issue 9) as printed text, the cost model's
+ * algebra holds, and bad input gets one line naming the flag and exit 2. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/model.h"
+#include "harness.h"
+
+/* Runs `baton plan ARGS`, returns its output with every run of blanks collapsed to one space. */
+static char *plan(const char *args, int *rc) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan %s", th_baton(), args);
+    *rc = th_run(cmd, 30, &out, NULL);
+    ASSERT_TRUE(out != NULL);
+    char *w = out;
+    for (char *r = out; *r; r++) {
+        if (*r == '\t') *r = ' ';
+        if (*r == ' ' && w > out && w[-1] == ' ') continue;
+        *w++ = *r;
+    }
+    *w = 0;
+    return out;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+#define PUB "allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --compute-ms 250 "
+
+TEST(published_allreduce_fast_link) {
+    int rc;
+    char *o = plan(PUB "--bw-gbs 300 --lat-us 1", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "all-reduce of 2.00 GB");
+    ASSERT_CONTAINS(o, "the all-reduce takes 11.68 ms (efficiency 95.5 %)");
+    free(o);
+}
+
+TEST(published_allreduce_slow_link) {
+    int rc;
+    char *o = plan(PUB "--bw-gbs 12.5 --lat-us 5", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "the all-reduce takes 280.07 ms (efficiency 47.2 %)");
+    ASSERT_CONTAINS(o, "bandwidth");
+    free(o);
+}
+
+TEST(published_allreduce_slowdown_and_points_lost) {
+    int rc;
+    char *o = plan(PUB "--bw-gbs 300,12.5 --lat-us 1,5", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "11.68 ms");
+    ASSERT_CONTAINS(o, "280.07 ms");
+    ASSERT_CONTAINS(o, "slowdown 24.0x; 48.4 points of efficiency lost");
+    free(o);
+}
+
+TEST(published_train_table) {
+    int rc;
+    char *o = plan("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --ranks 8,64,256,1024", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "4.20e+22 FLOPs");
+    ASSERT_CONTAINS(o, "1215.3 days (40.5 months)");
+    ASSERT_CONTAINS(o, "\n 8 151.91 89.8 % 169.10 7.2x\n");
+    ASSERT_CONTAINS(o, "\n 64 18.99 75.8 % 25.07 48.5x\n");
+    ASSERT_CONTAINS(o, "\n 256 4.75 61.0 % 7.79 156.1x\n");
+    ASSERT_CONTAINS(o, "\n 1024 1.19 43.9 % 2.71 449.1x\n");
+    ASSERT_CONTAINS(o, "Knee: from K = 256 to K = 1024");
+    free(o);
+}
+
+TEST(allreduce_json_carries_the_same_numbers) {
+    int rc;
+    char *o = plan(PUB "--bw-gbs 300,12.5 --lat-us 1,5 --json", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "\"command\": \"allreduce\"");
+    ASSERT_CONTAINS(o, "\"time_ms\": 11.680666");
+    ASSERT_CONTAINS(o, "\"time_ms\": 280.07");
+    ASSERT_CONTAINS(o, "\"slowdown\": 23.97");
+    free(o);
+}
+
+/* ---- the model's algebra ---------------------------------------------------------------------------- */
+
+TEST(model_time_grows_linearly_with_bytes) {
+    baton_link_params l = {5e-6, 12.5e9};
+    for (int a = 0; a < BATON_MODEL_HIER; a++)
+        for (int k = 2; k <= 64; k *= 2) {
+            /* within one size range (rd switches to halving-doubling at 32 KiB) */
+            double b0 = 1 << 20, t0 = baton__model_flat((baton_model_algo)a, b0, k, l).total_s;
+            double t1 = baton__model_flat((baton_model_algo)a, 2 * b0, k, l).total_s;
+            double t2 = baton__model_flat((baton_model_algo)a, 3 * b0, k, l).total_s;
+            ASSERT_NEAR(t2 - t1, t1 - t0, 1e-15);
+            ASSERT_TRUE(t1 > t0);
+            /* the latency term does not depend on bytes */
+            ASSERT_NEAR(baton__model_flat((baton_model_algo)a, b0, k, l).lat_s,
+                        baton__model_flat((baton_model_algo)a, 5 * b0, k, l).lat_s, 1e-18);
+        }
+}
+
+TEST(ring_bandwidth_term_approaches_twice_bytes_over_bandwidth) {
+    baton_link_params l = {1e-6, 300e9};
+    double bytes = 2e9, limit = 2 * bytes / l.bw_Bps, prev = 0;
+    for (int k = 2; k <= 1 << 20; k *= 2) {
+        double bw = baton__model_flat(BATON_MODEL_RING, bytes, k, l).bw_s;
+        ASSERT_TRUE(bw > prev && bw < limit);
+        ASSERT_NEAR(bw, limit * (k - 1) / k, 1e-12);
+        prev = bw;
+    }
+    ASSERT_TRUE(limit - prev < limit * 1e-5);
+    ASSERT_NEAR(baton__model_flat(BATON_MODEL_RING, bytes, 1, l).total_s, 0, 0);
+}
+
+TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
+    baton_link_params intra = {1e-6, 300e9};
+    int hier_wins = 0, flat_wins = 0;
+    for (double bytes = 8; bytes <= 4e9; bytes *= 4)
+        for (int m = 2; m <= 16; m *= 2)
+            for (int l = 1; l <= 8; l *= 2)
+                for (double lat = 1e-6; lat <= 1e-3; lat *= 10) {
+                    baton_link_params inter = {lat, 12.5e9};
+                    baton_model_time h = baton__model_hier(bytes, m, l, intra, inter);
+                    baton_model_time f = baton__model_flat_ring_cluster(bytes, m, l, intra, inter);
+                    /* by the formulas: hier pays M-1 inter steps on the whole buffer, flat 2(ML-1) inter
+                     * latencies on 1/(ML) slices */
+                    double hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
+                                  2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
+                    if (l == 1) hier -= 2 * intra.lat_s;
+                    int k = m * l;
+                    double flat = 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * bytes / inter.bw_Bps;
+                    ASSERT_NEAR(h.total_s, hier, 1e-12 * hier + 1e-15);
+                    ASSERT_NEAR(f.total_s, flat, 1e-12 * flat);
+                    if (h.total_s < f.total_s) hier_wins++;
+                    else flat_wins++;
+                }
+    /* both outcomes occur on this grid: small buffers on slow-latency links favour hier, 1 rank per node
+     * and big buffers favour the flat ring's smaller per-step slices */
+    ASSERT_TRUE(hier_wins > 0 && flat_wins > 0);
+    int rc;
+    char *o = plan("compare --bytes 8192 --nodes 4 --ranks-per-node 8 --bw-gbs 12.5 --lat-us 50 --intra-bw-gbs 300 --intra-lat-us 1", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "hierarchical is faster");
+    free(o);
+    o = plan("compare --bytes 2e9 --nodes 4 --ranks-per-node 4 --bw-gbs 12.5 --lat-us 5 --intra-bw-gbs 1 --intra-lat-us 1", &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "flat is faster");
+    free(o);
+}
+
+TEST(efficiency_and_compute_for_are_inverse) {
+    for (double t = 0.05; t < 1; t += 0.05) {
+        double c = baton__model_compute_for(t, 0.28007);
+        ASSERT_NEAR(baton__model_efficiency(c, 0.28007), t, 1e-12);
+    }
+}
+
+TEST(memory_per_rank_adamw_and_zero) {
+    baton_model_memory m = baton__model_memory(1e9, 8, 0);
+    ASSERT_NEAR(m.total_B, 16e9, 0);
+    m = baton__model_memory(1e9, 8, 1);
+    ASSERT_NEAR(m.optim_B, 8e9 / 8, 0);
+    ASSERT_NEAR(m.total_B, 8e9 + 1e9, 0);
+    m = baton__model_memory(1e9, 8, 2);
+    ASSERT_NEAR(m.total_B, 4e9 + 0.5e9 + 1e9, 0);
+    m = baton__model_memory(10, 3, 1); /* shards of 4, 3, 3 elements: the largest counts */
+    ASSERT_NEAR(m.optim_B, 32, 0);
+}
+
+/* ---- bad input -------------------------------------------------------------------------------------- */
+
+static void refused(const char *args, const char *needle) {
+    int rc;
+    char *o = plan(args, &rc);
+    if (rc != 2 || count_lines(o) != 1 || !strstr(o, needle))
+        th_fail(__FILE__, __LINE__, "baton plan %s: rc %d, expected one line with '%s', got: %s", args, rc, needle, o);
+    free(o);
+}
+
+TEST(bad_input_names_the_flag) {
+    const char *base = "allreduce --params 1e9 --bytes-per-param 2 --bw-gbs 300 --lat-us 1 ";
+    char a[512];
+    const char *bad_ranks[] = {"-1", "0", "nan", "inf", "1e30", "2.5", "eight", ""};
+    for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
+        snprintf(a, sizeof a, "%s--ranks '%s'", base, bad_ranks[i]);
+        refused(a, "--ranks");
+    }
+    refused("allreduce --params -5 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us 1", "--params");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 0 --lat-us 1", "--bw-gbs");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300,NaN --lat-us 1", "--bw-gbs");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us -1", "--lat-us");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us 1 --compute-ms inf", "--compute-ms");
+    refused("allreduce --params 1e300 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us 1", "--params");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us 1 --frobnicate 3", "--frobnicate");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us 1 --algo warp", "--algo");
+    refused("allreduce --params 1e9 --bytes-per-param 2 --ranks 8 --bw-gbs 300 --lat-us", "--lat-us");
+    refused("allreduce --params 1e9 --ranks 8 --bw-gbs 300 --lat-us 1", "--bytes-per-param");
+    refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 1.5", "--mfu");
+    refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --ranks 8,,64", "--ranks");
+    refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --ranks 8,-64", "--ranks");
+    refused("frobnicate", "frobnicate");
+}
+
+/* ---- the calibration (comm/tuning.h) ---------------------------------------------------------------- */
+
+#include <sys/stat.h>
+
+#include "comm/tuning.h"
+
+TEST(tuning_fit_recovers_a_line_and_splits_two_regimes) {
+    baton_tuning t = {0};
+    for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, x, 2e-6 + 1e-9 * x));
+    /* a second algorithm: flat up to 4 KiB, then a steep line */
+    for (double x = 4; x <= 16e6; x *= 4)
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RD, 2, x, x <= 4096 ? 3e-6 : 50e-6 + 4e-9 * x));
+    ASSERT_OK(baton__tuning_fit(&t));
+    int ring_fits = 0, rd_fits = 0;
+    for (int i = 0; i < t.nfits; i++) *(t.fits[i].algo == BATON_ALGO_RING ? &ring_fits : &rd_fits) += 1;
+    ASSERT_EQ_INT(ring_fits, 1);
+    ASSERT_TRUE(rd_fits >= 2);
+    double s;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 1e6, &s));
+    ASSERT_NEAR(s, 2e-6 + 1e-3, 1e-9);
+    for (int i = 0; i < t.npoints; i++) {
+        ASSERT_OK(baton__tuning_predict(&t, t.points[i].link, t.points[i].algo, 2, t.points[i].bytes, &s));
+        ASSERT_TRUE(fabs(s - t.points[i].secs) <= 0.10 * t.points[i].secs);
+    }
+    /* the alpha-beta link from the ring: t = 2 alpha + n / beta with K = 2 */
+    ASSERT_TRUE(t.have_link[BATON_LINK_TCP]);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].bw_Bps, 1e9, 1e6);
+    /* the best: ring (2 us + 1 ns/B) below 1 KB, rd (a 3 us plateau) from there to 4 KiB, ring above */
+    baton_algo c[2] = {BATON_ALGO_RING, BATON_ALGO_RD};
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 64), BATON_ALGO_RING);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 2000), BATON_ALGO_RD);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 1e6), BATON_ALGO_RING);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_SHM, c, 2, 2, 64), BATON_ALGO_AUTO);
+    /* an unmeasured world size: the nearest one scaled by the model (ring: 2(K-1)/K) */
+    double s4;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, 16e6, &s4));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 16e6, &s));
+    ASSERT_NEAR(s4 / s, (6e-6 + 1.5 * 16e-3) / (2e-6 + 16e-3), 1e-3);
+    baton__tuning_free(&t);
+}
+
+TEST(tuning_file_round_trips_private_and_refuses_bad_fields) {
+    baton_tuning t = {0};
+    for (double x = 4; x <= 1e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, x, 1e-6 + 1e-10 * x));
+    snprintf(t.about, sizeof t.about, "test");
+    ASSERT_OK(baton__tuning_fit(&t));
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_save(path, &t));
+    struct stat st;
+    ASSERT_TRUE(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    baton_tuning u;
+    ASSERT_OK(baton__tuning_load(path, &u));
+    ASSERT_EQ_INT(u.nfits, t.nfits);
+    ASSERT_EQ_INT(u.npoints, t.npoints);
+    double a, b;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, 5000, &a));
+    ASSERT_OK(baton__tuning_predict(&u, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, 5000, &b));
+    ASSERT_NEAR(a, b, 1e-15);
+    baton__tuning_free(&t);
+    baton__tuning_free(&u);
+    const char *bad[][2] = {
+        {"not json", "not JSON"},
+        {"{\"version\":2,\"links\":[],\"fits\":[],\"points\":[]}", "version"},
+        {"{\"version\":1,\"links\":[],\"fits\":{},\"points\":[]}", "arrays"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"ib\",\"algo\":\"ring\",\"ranks\":2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].transport"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"warp\",\"ranks\":2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].algo"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":-2,\"lo\":1,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].ranks"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":5,\"hi\":2,\"a_us\":1,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].hi"},
+        {"{\"version\":1,\"links\":[],\"fits\":[{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":1,\"hi\":2,\"b_us_per_byte\":0}],\"points\":[]}", "fits[0].a_us"},
+        {"{\"version\":1,\"links\":[{\"transport\":\"tcp\",\"lat_us\":1,\"bw_gbs\":0}],\"fits\":[],\"points\":[]}", "links[0].bw_gbs"},
+        {"{\"version\":1,\"links\":[],\"fits\":[],\"points\":[{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"bytes\":8,\"us\":1e300}]}", "points[0].us"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_TRUE(baton__tuning_parse(bad[i][0], strlen(bad[i][0]), &u) == BATON_EFORMAT);
+        ASSERT_CONTAINS(th_errdetail(), bad[i][1]);
+    }
+}
+
+/* A calibration in which, on shared memory with 2 ranks, direct is never fastest, the ring wins up to 444 B
+ * and rd above; over TCP the other way round. */
+static const char *synthetic_tuning(void) {
+    static char path[600];
+    snprintf(path, sizeof path, "%s/tuning.json", th_tmpdir());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fprintf(f, "{\"version\":1,\"about\":\"synthetic\",\"links\":[],\"fits\":["
+               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":100,\"b_us_per_byte\":0},"
+               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
+               "{\"transport\":\"shm\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001},"
+               "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
+               "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001}"
+               "],\"points\":[]}");
+    fclose(f);
+    return path;
+}
+
+/* The algo column of `baton bench` rows for 8, 64, 512 and 4096 bytes, checked (-c 1): "a,b,c,d". */
+static void bench_algos(const char *env, const char *transport, char *out, size_t n) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s %s run -n 2 -- %s bench allreduce --csv -b 8 -e 4096 -f 8 -c 1 -w 1 -n 1 --min-time 0 --transport %s 2>&1",
+             env, th_baton(), th_baton(), transport);
+    int rc = th_run(cmd, 60, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "%s: rc %d: %s", cmd, rc, o ? o : "");
+    out[0] = 0;
+    for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
+        char algo[32];
+        long bytes;
+        if (sscanf(line, "%ld,%*[^,],%*[^,],%*[^,],%31[^,]", &bytes, algo) != 2) continue;
+        ASSERT_TRUE(strstr(line, ",0") != NULL); /* wrong == 0 */
+        ASSERT_EQ_INT(line[strlen(line) - 1], '0');
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? "," : "", algo);
+    }
+    free(o);
+}
+
+TEST_T(auto_follows_the_calibration, 180) {
+    char env[800], algos[256];
+    snprintf(env, sizeof env, "BATON_TUNING=%s", synthetic_tuning());
+    bench_algos(env, "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "ring,ring,rd,rd");
+    bench_algos(env, "tcp", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,ring,ring");
+    /* off: the fixed rules (shared memory: direct) */
+    bench_algos("BATON_TUNING=off", "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "direct,direct,direct,direct");
+}
+
+TEST_T(auto_refuses_an_unreadable_calibration, 60) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_TUNING=%s/missing.json %s run -n 2 -- %s bench allreduce -b 8 -e 8 2>&1", th_tmpdir(),
+             th_baton(), th_baton());
+    int rc = th_run(cmd, 60, &o, NULL);
+    ASSERT_TRUE(rc != 0);
+    ASSERT_CONTAINS(o, "BATON_TUNING");
+    ASSERT_CONTAINS(o, "missing.json");
+    free(o);
+}
+
+TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports shm --max-bytes 64 --rounds 1 --out %s/c.json 2>&1",
+             th_baton(), th_tmpdir());
+    int rc = th_run(cmd, 200, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "Calibrated in");
+    free(o);
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --link shm --ranks 2 --bytes 64 --json", th_tmpdir());
+    o = plan(cmd, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "\"algo\": \"direct\"");
+    ASSERT_CONTAINS(o, "\"measured_us\"");
+    /* at a measured size the prediction is the measurement within the fit's 10 % */
+    char *p = strstr(o, "\"predicted_us\": "), *m = strstr(o, "\"measured_us\": ");
+    ASSERT_TRUE(p && m);
+    double pv = atof(p + 16), mv = atof(m + 15);
+    ASSERT_TRUE(fabs(pv - mv) <= 0.1 * mv + 1e-9);
+    free(o);
+    refused("calibrate --rounds 0", "--rounds");
+    refused("calibrate --max-bytes nan", "--max-bytes");
+    refused("calibrate --transports ib", "--transports");
+    refused("calibrate --ranks 1", "--ranks");
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/nope.json --ranks 2 --bytes 64", th_tmpdir());
+    refused(cmd, "--calibrated");
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());
+    refused(cmd, "--link");
+}
+
+TEST(plot_writes_an_svg_with_a_curve_per_link_and_refuses_other_names) {
+    char args[1024];
+    int rc;
+    snprintf(args, sizeof args, PUB "--bw-gbs 300,12.5 --lat-us 1,5 --plot %s/p.svg", th_tmpdir());
+    char *o = plan(args, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    free(o);
+    char path[600], *svg = NULL;
+    snprintf(path, sizeof path, "cat %s/p.svg", th_tmpdir());
+    ASSERT_EQ_INT(th_run(path, 10, &svg, NULL), 0);
+    ASSERT_TRUE(strncmp(svg, "<svg", 4) == 0);
+    ASSERT_CONTAINS(svg, "efficiency against K");
+    ASSERT_CONTAINS(svg, "all-reduce time against size");
+    int lines = 0;
+    for (const char *p = svg; (p = strstr(p, "<polyline")); p++) lines++;
+    ASSERT_EQ_INT(lines, 4); /* 2 links x 2 panels */
+    ASSERT_CONTAINS(svg, "</svg>");
+    free(svg);
+    refused(PUB "--bw-gbs 300 --lat-us 1 --plot out.png", "--plot");
+    refused("train --params 7e9 --tokens 1e12 --peak-flops 1e15 --mfu 0.4 --plot out", "--plot");
+}

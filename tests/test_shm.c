@@ -1,0 +1,155 @@
+/* test_shm.c: the shared-memory segment's waits, against the exact interleavings that are rare under
+ * load. A peer that posts its last counter (or writes its last bytes) and exits at once must not be taken
+ * for dead by a rank that saw the old value a moment before. The waits call the peer-check hook right
+ * before they look at the peer's liveness; these tests use that hook to make the peer finish and exit
+ * exactly there, every time. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "baton/status.h"
+#include "harness.h"
+#include "transport/shm.h"
+#include "util/util.h"
+
+typedef struct {
+    int cmd_fd;       /* write end: tells the peer to finish and exit */
+    pid_t peer;
+    int fired;
+} finish_ctx;
+
+/* The hook: on its first call, the peer finishes its part and exits, and is reaped here (so that a
+ * liveness check finds it gone), before the wait goes on to look at it. */
+static int finish_peer_now(void *ctx, int local_rank) {
+    finish_ctx *f = ctx;
+    (void)local_rank;
+    if (!f->fired) {
+        f->fired = 1;
+        char go = 'g';
+        if (write(f->cmd_fd, &go, 1) != 1) return BATON_OK;
+        int st;
+        waitpid(f->peer, &st, 0);
+    }
+    return BATON_OK;
+}
+
+static void seg_name(char *out, size_t n) { snprintf(out, n, "/baton-test-shm-%d-n0", (int)getpid()); }
+
+/* Starts local rank 1 as a child that opens the segment, waits for the command, runs `finish` and exits. */
+static pid_t start_peer(const char *name, int cmd[2], void (*finish)(baton_shm *)) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(cmd[1]);
+        static const int globals[2] = {0, 1};
+        baton_shm *shm = NULL;
+        if (baton__shm_open(name, 1, 2, globals, baton__deadline_after(20), &shm) < 0) _exit(3);
+        char c;
+        if (read(cmd[0], &c, 1) != 1) _exit(4);
+        finish(shm);
+        _exit(0); /* at once, without unmapping: as a process that ends right after its last post */
+    }
+    close(cmd[0]);
+    return pid;
+}
+
+static void post_and_go(baton_shm *shm) { baton__shm_post(shm, BATON_SHM_CTR_BIG, 1); }
+
+TEST(wait_does_not_blame_a_peer_that_posted_and_exited) {
+    char name[64];
+    seg_name(name, sizeof name);
+    int cmd[2];
+    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
+    pid_t peer = start_peer(name, cmd, post_and_go);
+    static const int globals[2] = {0, 1};
+    baton_shm *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
+    baton__shm_set_peer_check(shm, finish_peer_now, &f);
+    int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
+    if (rc < 0) th_fail(__FILE__, __LINE__, "wait failed: %s", th_errdetail());
+    ASSERT_TRUE(f.fired);
+    baton__shm_close(shm);
+}
+
+static void send_and_go(baton_shm *shm) {
+    static const int g2l[2] = {0, 1};
+    baton_transport *t = NULL;
+    if (baton__shm_transport_create(shm, 1, 2, g2l, &t) < 0) _exit(5);
+    uint8_t msg[1000];
+    for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)(i * 7 + 1);
+    if (baton__send(t, 0, msg, sizeof msg, baton__deadline_after(10)) < 0) _exit(6);
+}
+
+TEST(recv_does_not_blame_a_peer_that_sent_and_exited) {
+    char name[64];
+    seg_name(name, sizeof name);
+    int cmd[2];
+    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
+    pid_t peer = start_peer(name, cmd, send_and_go);
+    static const int globals[2] = {0, 1}, g2l[2] = {0, 1};
+    baton_shm *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
+    baton__shm_set_peer_check(shm, finish_peer_now, &f);
+    baton_transport *t = NULL;
+    ASSERT_OK(baton__shm_transport_create(shm, 0, 2, g2l, &t));
+    uint8_t got[1000];
+    int rc = baton__recv(t, 1, got, sizeof got, baton__deadline_after(10));
+    if (rc < 0) th_fail(__FILE__, __LINE__, "recv failed: %s", th_errdetail());
+    for (size_t i = 0; i < sizeof got; i++) ASSERT_EQ_INT(got[i], (uint8_t)(i * 7 + 1));
+    ASSERT_TRUE(f.fired);
+    t->ops->close(t);
+    baton__shm_close(shm);
+}
+
+/* The fix must not hide a real death: a peer that exits without posting is still named. */
+static void exit_silently(baton_shm *shm) { (void)shm; }
+
+TEST(wait_still_names_a_peer_that_died_without_posting) {
+    char name[64];
+    seg_name(name, sizeof name);
+    int cmd[2];
+    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
+    pid_t peer = start_peer(name, cmd, exit_silently);
+    static const int globals[2] = {0, 1};
+    baton_shm *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
+    baton__shm_set_peer_check(shm, finish_peer_now, &f);
+    int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
+    ASSERT_EQ_INT(rc, BATON_EPEERDEAD);
+    ASSERT_CONTAINS(th_errdetail(), "rank 1");
+    ASSERT_CONTAINS(th_errdetail(), "died");
+    baton__shm_close(shm);
+}
+
+static void exit_mid_message(baton_shm *shm) {
+    static const int g2l[2] = {0, 1};
+    baton_transport *t = NULL;
+    if (baton__shm_transport_create(shm, 1, 2, g2l, &t) < 0) _exit(5);
+    uint8_t msg[10] = {0};
+    if (baton__send(t, 0, msg, sizeof msg, baton__deadline_after(10)) < 0) _exit(6);
+}
+
+TEST(recv_still_names_a_peer_that_died_mid_message) {
+    char name[64];
+    seg_name(name, sizeof name);
+    int cmd[2];
+    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
+    pid_t peer = start_peer(name, cmd, exit_mid_message);
+    static const int globals[2] = {0, 1}, g2l[2] = {0, 1};
+    baton_shm *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
+    baton__shm_set_peer_check(shm, finish_peer_now, &f);
+    baton_transport *t = NULL;
+    ASSERT_OK(baton__shm_transport_create(shm, 0, 2, g2l, &t));
+    uint8_t got[100]; /* the peer sends 10 bytes and exits: the other 90 never come */
+    int rc = baton__recv(t, 1, got, sizeof got, baton__deadline_after(10));
+    ASSERT_EQ_INT(rc, BATON_EPEERDEAD);
+    ASSERT_CONTAINS(th_errdetail(), "died");
+    t->ops->close(t);
+    baton__shm_close(shm);
+}

@@ -1,0 +1,335 @@
+/* plan_calib.c: `baton plan calibrate` measures this machine's all-reduces and `baton plan allreduce
+ * --calibrated FILE` predicts `baton bench` from the result (comm/tuning.h).
+ *
+ * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A --transport T` for every
+ * transport, world size and algorithm that transport can run, one short pass each, and repeats the whole
+ * set --rounds times in the same interleaved order, so a burst of load on a shared machine lands on one
+ * round of every cell rather than on all rounds of one; each cell keeps the median over rounds. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plan.h"
+#include "util/util.h"
+
+/* The algorithms each link can run with one node. */
+static int link_algos(int link, baton_algo *out) {
+    if (link == BATON_LINK_SHM) {
+        out[0] = BATON_ALGO_DIRECT, out[1] = BATON_ALGO_RING, out[2] = BATON_ALGO_RD;
+        return 3;
+    }
+    out[0] = BATON_ALGO_RING, out[1] = BATON_ALGO_RD;
+    return 2;
+}
+
+/* ---- --calibrated FILE: predictions for baton bench -------------------------------------------------- */
+
+int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, int ranks, double bytes, int json,
+                        const char *plot) {
+    int link;
+    if (baton__link_parse(link_s, &link) < 0) return plan_error(sub, "bad value '%s' for --link: expected shm, tcp or net", link_s), 2;
+    baton_tuning t;
+    if (baton__tuning_load(file, &t) < 0) return plan_error(sub, "--calibrated: %s", baton_last_error()), 2;
+    baton_algo cands[4];
+    int nc = link_algos(link, cands);
+    double pred[4];
+    int have[4], any = 0;
+    for (int i = 0; i < nc; i++) {
+        have[i] = baton__tuning_predict(&t, link, cands[i], ranks, bytes, &pred[i]) == BATON_OK;
+        any |= have[i];
+    }
+    if (!any) {
+        baton__tuning_free(&t);
+        return plan_error(sub, "--calibrated %s has no measurements on %s (calibrate with --transports %s)", file, link_s, link_s), 2;
+    }
+    baton_algo best = baton__tuning_best(&t, link, cands, nc, ranks, bytes);
+    char b1[32], b2[32];
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "command", "allreduce");
+        cJSON_AddStringToObject(j, "calibrated", file);
+        cJSON_AddStringToObject(j, "transport", link_s);
+        cJSON_AddNumberToObject(j, "ranks", ranks);
+        cJSON_AddNumberToObject(j, "bytes", bytes);
+        cJSON *arr = cJSON_AddArrayToObject(j, "algos");
+        for (int i = 0; i < nc; i++) {
+            if (!have[i]) continue;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "algo", baton_algo_name(cands[i]));
+            cJSON_AddNumberToObject(e, "predicted_us", pred[i] * 1e6);
+            for (int p = 0; p < t.npoints; p++)
+                if (t.points[p].link == link && t.points[p].algo == cands[i] && t.points[p].ranks == ranks && t.points[p].bytes == bytes)
+                    cJSON_AddNumberToObject(e, "measured_us", t.points[p].secs * 1e6);
+            cJSON_AddItemToArray(arr, e);
+        }
+        cJSON_AddStringToObject(j, "auto", baton_algo_name(best));
+        plan_print_json(j);
+    } else {
+        printf("baton bench allreduce of %s over %d ranks on %s, predicted from %s\n", plan_bytes(bytes, b1, sizeof b1), ranks, link_s, file);
+        if (t.about[0]) printf("(calibrated: %s)\n", t.about);
+        if (t.have_link[link])
+            printf("fitted %s link: %.2f us latency, %.3f GB/s\n", link_s, t.link[link].lat_s * 1e6, t.link[link].bw_Bps / 1e9);
+        printf("\n%-8s %14s %14s\n", "algo", "predicted", "measured");
+        for (int i = 0; i < nc; i++) {
+            if (!have[i]) continue;
+            char meas[32] = "-";
+            for (int p = 0; p < t.npoints; p++)
+                if (t.points[p].link == link && t.points[p].algo == cands[i] && t.points[p].ranks == ranks && t.points[p].bytes == bytes)
+                    plan_secs(t.points[p].secs, meas, sizeof meas);
+            printf("%-8s %14s %14s%s\n", baton_algo_name(cands[i]), plan_secs(pred[i], b2, sizeof b2), meas,
+                   cands[i] == best ? "   <- --algo auto takes this" : "");
+        }
+    }
+    int rc = 0;
+    if (plot) {
+        /* time against size: each algorithm's fitted curve and its measured points for this world size */
+        static double xs[4][64], ys[4][64], mx[4][64], my[4][64];
+        plot_panel p = {.title = "all-reduce time against size (calibrated)", .xlabel = "bytes", .ylabel = "seconds", .log_x = 1, .log_y = 1};
+        static char labels[8][48];
+        for (int i = 0; i < nc; i++) {
+            if (!have[i]) continue;
+            int n = 0, m = 0;
+            for (double b = 4; b <= 1.1e9 && n < 64; b *= 2, n++) {
+                xs[i][n] = b;
+                baton__tuning_predict(&t, link, cands[i], ranks, b, &ys[i][n]);
+            }
+            for (int q = 0; q < t.npoints && m < 64; q++)
+                if (t.points[q].link == link && t.points[q].algo == cands[i] && t.points[q].ranks == ranks)
+                    mx[i][m] = t.points[q].bytes, my[i][m] = t.points[q].secs, m++;
+            snprintf(labels[2 * i], 48, "%s fit", baton_algo_name(cands[i]));
+            snprintf(labels[2 * i + 1], 48, "%s measured", baton_algo_name(cands[i]));
+            p.s[p.nseries++] = (plot_series){labels[2 * i], n, xs[i], ys[i], 0};
+            p.s[p.nseries++] = (plot_series){labels[2 * i + 1], m, mx[i], my[i], 1};
+        }
+        if (plan_plot_svg(sub, plot, &p, 1) < 0) rc = 1;
+    }
+    baton__tuning_free(&t);
+    return rc;
+}
+
+/* ---- calibrate ------------------------------------------------------------------------------------- */
+
+/* Runs one bench; appends (bytes, seconds) rows to xs/ts. Returns the number of rows or -1. */
+static int run_bench(const char *self, int ranks, int link, baton_algo algo, double max_bytes, double timeout_s, double *xs,
+                     double *ts, int cap) {
+    char n_s[16], e_s[32];
+    snprintf(n_s, sizeof n_s, "%d", ranks);
+    snprintf(e_s, sizeof e_s, "%.0f", max_bytes);
+    const char *argv[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "4",
+                          "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "3",
+                          "--min-time", "0.005", NULL};
+    int fd[2];
+    if (pipe(fd) < 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]), close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(fd[1], 1);
+        close(fd[0]), close(fd[1]);
+        execv(self, (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    if (!f) {
+        close(fd[0]);
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    /* a watchdog: the whole group is killed if the bench outlives timeout_s */
+    pid_t dog = fork();
+    if (dog == 0) {
+        baton__sleep_ns((uint64_t)(timeout_s * 1e9));
+        kill(-pid, SIGKILL);
+        _exit(0);
+    }
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        double bytes, us;
+        char *c1;
+        if (!strncmp(line, "size", 4) || line[0] == '#') continue;
+        bytes = strtod(line, &c1);
+        /* size,count,type,op,algo,time_us,... */
+        const char *p = line;
+        for (int k = 0; k < 5 && p; k++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+        if (!p || c1 == line) continue;
+        us = strtod(p, NULL);
+        if (n < cap && bytes > 0 && us > 0) xs[n] = bytes, ts[n] = us * 1e-6, n++;
+    }
+    fclose(f);
+    int st;
+    waitpid(pid, &st, 0);
+    if (dog > 0) {
+        kill(dog, SIGKILL);
+        waitpid(dog, NULL, 0);
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void describe_machine(char *out, size_t n, double load0) {
+    char cpu[128] = "unknown CPU", line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+            cpu[strcspn(cpu, "\n")] = 0;
+            break;
+        }
+    if (f) fclose(f);
+    double load1 = 0;
+    f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &load1) != 1) load1 = 0;
+    if (f) fclose(f);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    snprintf(out, n, "%s, %ld CPUs, load average %.1f -> %.1f, %s", cpu, sysconf(_SC_NPROCESSORS_ONLN), load0, load1, when);
+}
+
+#define CAL_MAX_CELLS 64
+#define CAL_SIZES 40
+#define CAL_ROUNDS 16
+
+int plan_cmd_calibrate(int argc, char **argv) {
+    const char *sub = "calibrate";
+    plan_list ranks = {2, {2, 4}};
+    const char *transports = "shm,tcp", *out = NULL;
+    double max_bytes = 16 << 20, timeout = 300;
+    int rounds = 2, json = 0;
+    plan_flag flags[] = {
+        {"--ranks", 'k', 2, 64, &ranks, "world sizes to measure (default 2,4)"},
+        {"--transports", 's', 0, 0, &transports, "links to measure: shm, tcp (default shm,tcp)"},
+        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216)"},
+        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds; each cell keeps its median (default 2)"},
+        {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
+        {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
+        {"--json", 'f', 0, 0, &json, "machine-readable summary"},
+    };
+    int nf = (int)(sizeof flags / sizeof flags[0]), seen[16];
+    int rc = plan_parse(sub, argc, argv, flags, nf, seen);
+    if (rc) return rc > 0 ? 0 : 2;
+    int links[BATON_LINK_COUNT], nl = 0;
+    char tbuf[64];
+    if (strlen(transports) >= sizeof tbuf) return plan_error(sub, "bad value '%s' for --transports: expected shm, tcp or shm,tcp", transports), 2;
+    strcpy(tbuf, transports);
+    char *save = NULL;
+    for (char *tok = strtok_r(tbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int l;
+        if (baton__link_parse(tok, &l) < 0 || l == BATON_LINK_NET || nl == 2)
+            return plan_error(sub, "bad value '%s' for --transports: expected shm, tcp or shm,tcp (the simulated cluster's link is not calibrated by this command yet)", transports), 2;
+        links[nl++] = l;
+    }
+    char path[600];
+    if (out)
+        snprintf(path, sizeof path, "%s", out);
+    else if (baton__tuning_default_path(path, sizeof path) < 0)
+        return plan_error(sub, "no cached calibration path: %s (give --out FILE)", baton_last_error()), 2;
+    char self[512];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) return plan_error(sub, "cannot find the baton executable (/proc/self/exe): %s", strerror(errno)), 1;
+    self[sl] = 0;
+
+    typedef struct {
+        int link, ranks;
+        baton_algo algo;
+        int nsz;
+        double bytes[CAL_SIZES], t[CAL_SIZES][CAL_ROUNDS];
+        int nt[CAL_SIZES];
+    } cell;
+    static cell cells[CAL_MAX_CELLS];
+    int ncell = 0;
+    for (int l = 0; l < nl; l++)
+        for (int r = 0; r < ranks.n; r++) {
+            baton_algo a[4];
+            int na = link_algos(links[l], a);
+            for (int i = 0; i < na && ncell < CAL_MAX_CELLS; i++) {
+                memset(&cells[ncell], 0, sizeof cells[ncell]);
+                cells[ncell].link = links[l], cells[ncell].ranks = (int)ranks.v[r], cells[ncell].algo = a[i];
+                ncell++;
+            }
+        }
+    double load0 = 0;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf && fscanf(lf, "%lf", &load0) != 1) load0 = 0;
+    if (lf) fclose(lf);
+    uint64_t t0 = baton__now_ns();
+    for (int round = 0; round < rounds; round++)
+        for (int c = 0; c < ncell; c++) {
+            cell *ce = &cells[c];
+            double xs[CAL_SIZES], ts[CAL_SIZES];
+            fprintf(stderr, "baton plan calibrate: round %d/%d: %s %s %d ranks (%.0f s so far)\n", round + 1, rounds,
+                    baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks, (double)(baton__now_ns() - t0) / 1e9);
+            int n = run_bench(self, ce->ranks, ce->link, ce->algo, max_bytes, timeout, xs, ts, CAL_SIZES);
+            if (n <= 0) {
+                fprintf(stderr, "baton plan calibrate: the bench for %s %s on %d ranks failed (see its errors above)\n",
+                        baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks);
+                return 1;
+            }
+            for (int i = 0; i < n; i++) {
+                int k = 0;
+                while (k < ce->nsz && ce->bytes[k] != xs[i]) k++;
+                if (k == ce->nsz) {
+                    if (ce->nsz == CAL_SIZES) continue;
+                    ce->bytes[ce->nsz++] = xs[i];
+                }
+                ce->t[k][ce->nt[k]++] = ts[i];
+            }
+        }
+    baton_tuning t = {0};
+    for (int c = 0; c < ncell; c++)
+        for (int k = 0; k < cells[c].nsz; k++) {
+            int m = cells[c].nt[k];
+            qsort(cells[c].t[k], (size_t)m, sizeof(double), cmp_d);
+            double med = m % 2 ? cells[c].t[k][m / 2] : (cells[c].t[k][m / 2 - 1] + cells[c].t[k][m / 2]) / 2;
+            if (baton__tuning_add(&t, cells[c].link, cells[c].algo, cells[c].ranks, cells[c].bytes[k], med) < 0) {
+                baton__tuning_free(&t);
+                return plan_error(sub, "%s", baton_last_error()), 1;
+            }
+        }
+    describe_machine(t.about, sizeof t.about, load0);
+    if (baton__tuning_fit(&t) < 0 || baton__tuning_save(path, &t) < 0) {
+        plan_error(sub, "%s", baton_last_error());
+        baton__tuning_free(&t);
+        return 1;
+    }
+    double secs = (double)(baton__now_ns() - t0) / 1e9;
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "command", "calibrate");
+        cJSON_AddStringToObject(j, "file", path);
+        cJSON_AddStringToObject(j, "about", t.about);
+        cJSON_AddNumberToObject(j, "seconds", secs);
+        cJSON_AddNumberToObject(j, "points", t.npoints);
+        cJSON_AddNumberToObject(j, "fits", t.nfits);
+        plan_print_json(j);
+    } else {
+        printf("Calibrated in %.0f s (%s): %d points, %d fitted lines, written to %s\n", secs, t.about, t.npoints, t.nfits, path);
+        for (int l = 0; l < BATON_LINK_COUNT; l++)
+            if (t.have_link[l])
+                printf("  %s: latency %.2f us, bandwidth %.3f GB/s (alpha-beta fit to the ring)\n", baton__link_name(l),
+                       t.link[l].lat_s * 1e6, t.link[l].bw_Bps / 1e9);
+        printf("Use it: baton plan allreduce --calibrated %s --link shm --ranks 4 --bytes 1e6;  BATON_TUNING=%s with --algo auto\n",
+               path, path);
+    }
+    baton__tuning_free(&t);
+    return 0;
+}
