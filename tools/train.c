@@ -30,7 +30,7 @@
 typedef struct {
     const char *model, *data, *optim, *schedule, *save, *data_dir, *trace, *checkpoint;
     long epochs, steps, batch, accum, threads, warmup, step_every, eval_batch, train_samples, log_every, ckpt_every;
-    double lr, momentum, weight_decay, clip, gamma, dropout, min_lr;
+    double lr, momentum, weight_decay, clip, gamma, dropout, min_lr, trust_coef;
     uint64_t seed;
     int json, epochs_set, steps_set, lr_set, optim_set, wd_set, resume;
     int drop_last, lr_linear;  /* --drop-last, --lr-scaling linear */
@@ -54,8 +54,10 @@ static const char usage_text[] =
     "  --batch B              samples per step per rank (default 128)\n"
     "  --accum K              accumulate gradients over K batches per step (default 1)\n"
     "  --drop-last            drop the samples that do not divide by the world size (default: pad)\n"
-    "  --optim sgd|adamw      (default sgd for mlp, adamw for cnn)\n"
-    "  --lr LR                peak learning rate (default 0.05 sgd, 0.001 adamw)\n"
+    "  --optim sgd|adamw|lars|lamb   (default sgd for mlp, adamw for cnn; lars and lamb scale each layer's step\n"
+    "                         by a trust ratio |w|/|update| for large batches; biases are not adapted)\n"
+    "  --lr LR                peak learning rate (default 0.05 sgd, 0.001 adamw, 1 lars, 0.005 lamb)\n"
+    "  --trust-coef ETA       lars: the trust coefficient eta (default 0.02)\n"
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
@@ -185,6 +187,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         DBL_OPT("--gamma", gamma, 1e-9, 1.0)
         DBL_OPT("--dropout", dropout, 0.0, 0.99)
         DBL_OPT("--min-lr", min_lr, 0.0, 100.0)
+        DBL_OPT("--trust-coef", trust_coef, 1e-6, 10.0)
         DBL_OPT("--bucket-mb", ddp.bucket_mb, 0.001, 4096.0)
         if (!strcmp(flag, "--seed")) {
             if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
@@ -200,7 +203,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(flag, "--data-dir")) {
             o->data_dir = val;
         } else if (!strcmp(flag, "--optim")) {
-            if (strcmp(val, "sgd") && strcmp(val, "adamw")) return bad(flag, "expects sgd or adamw");
+            if (strcmp(val, "sgd") && strcmp(val, "adamw") && strcmp(val, "lars") && strcmp(val, "lamb"))
+                return bad(flag, "expects sgd, adamw, lars or lamb");
             o->optim = val;
         } else if (!strcmp(flag, "--schedule")) {
             if (strcmp(val, "cosine") && strcmp(val, "step") && strcmp(val, "const"))
@@ -262,9 +266,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         return bad("--channels", "only applies to --model cnn");
     }
     if (!o->optim) o->optim = cnn ? "adamw" : "sgd";
-    int adam = !strcmp(o->optim, "adamw");
-    if (!o->lr_set) o->lr = adam ? 0.001 : 0.05;
+    int adam = !strcmp(o->optim, "adamw") || !strcmp(o->optim, "lamb"), lars = !strcmp(o->optim, "lars");
+    if (!o->lr_set) o->lr = !strcmp(o->optim, "lamb") ? 0.005 : adam ? 0.001 : lars ? 1.0 : 0.05;
     if (!o->wd_set) o->weight_decay = adam ? 0.01 : 5e-4;
+    if (!o->trust_coef) o->trust_coef = 0.02;
     if (o->steps_set && !o->epochs_set) o->epochs = 100000;
     if ((o->resume || o->ckpt_every) && !o->checkpoint)
         return bad(o->resume ? "--resume" : "--checkpoint-every", "needs --checkpoint DIR");
@@ -386,9 +391,11 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     baton_params *params = baton_model_params(model);
-    baton_optim_config oc = {.kind = strcmp(o.optim, "adamw") ? BATON_OPTIM_SGD : BATON_OPTIM_ADAMW,
-                             .momentum = (float)o.momentum, .weight_decay = (float)o.weight_decay,
-                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    int kind = !strcmp(o.optim, "adamw") ? BATON_OPTIM_ADAMW : !strcmp(o.optim, "lars") ? BATON_OPTIM_LARS
+               : !strcmp(o.optim, "lamb") ? BATON_OPTIM_LAMB : BATON_OPTIM_SGD;
+    baton_optim_config oc = {.kind = kind, .momentum = (float)o.momentum, .weight_decay = (float)o.weight_decay,
+                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = kind == BATON_OPTIM_LAMB ? 1e-6f : 1e-8f,
+                             .trust_coef = (float)o.trust_coef};
     if ((rc = baton_optim_new(&opt, params, &oc)) < 0 ||
         (rc = baton_dist_sampler_init(&sampler, train.n, rank, (int)world, 1, o.drop_last, o.seed)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());

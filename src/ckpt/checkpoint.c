@@ -36,7 +36,7 @@ static int path_join(char *out, size_t cap, const char *a, const char *b) {
 }
 
 static const char *slot_name(int kind, int slot) {
-    return slot == 1 ? "exp_avg_sq" : kind == BATON_OPTIM_ADAMW ? "exp_avg" : "momentum_buffer";
+    return slot == 1 ? "exp_avg_sq" : baton_optim_kind_slots(kind) == 2 ? "exp_avg" : "momentum_buffer";
 }
 
 /* ---- step directories ------------------------------------------------------------------------------- */
@@ -465,7 +465,7 @@ static int write_files(const char *stepdir, baton_params *p, baton_optim *o, con
     buf = NULL;
     /* optim.safetensors: the state slabs */
     int nt = optim_tensors(p, o, t, names);
-    const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind(o) == BATON_OPTIM_ADAMW ? "adamw" : "sgd",
+    const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind_name(baton_optim_kind(o)),
                            "steps", osteps};
     if ((rc = path_join(path, sizeof path, stepdir, file_names[1])) < 0 ||
         (rc = baton_st_serialize(t, nt, ometa, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len, BATON_FILE_DURABLE)) < 0)
@@ -616,17 +616,17 @@ static int load_verified(step_files *sf, baton_params *p, baton_optim *o, const 
     if ((rc = baton_st_parse(&mf, sf->buf[0], sf->len[0], what[0])) < 0 ||
         (rc = baton_st_parse(&of, sf->buf[1], sf->len[1], what[1])) < 0 ||
         (rc = check_tensors(mf, p, none, 1, what[0])) < 0 ||
-        (rc = check_tensors(of, p, suffix, kind == BATON_OPTIM_ADAMW ? 2 : 1, what[1])) < 0)
+        (rc = check_tensors(of, p, suffix, baton_optim_kind_slots(kind), what[1])) < 0)
         goto out;
     const char *okind = baton_st_meta(of, "optimizer");
-    if (!okind || strcmp(okind, kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd")) {
+    if (!okind || strcmp(okind, baton_optim_kind_name(kind))) {
         rc = baton__fail(BATON_EMISMATCH, "%s: optimizer '%s' differs from this run's %s", what[1], okind ? okind : "?",
-                         kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd");
+                         baton_optim_kind_name(kind));
         goto out;
     }
     copy_tensors(mf, p, "", baton_params_data(p));
     copy_tensors(of, p, s0, baton_optim_state(o, 0));
-    if (kind == BATON_OPTIM_ADAMW) copy_tensors(of, p, s1, baton_optim_state(o, 1));
+    if (baton_optim_kind_slots(kind) == 2) copy_tensors(of, p, s1, baton_optim_state(o, 1));
     baton_optim_set_steps(o, st->optim_steps);
 out:
     baton_st_close(mf);
