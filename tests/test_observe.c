@@ -240,3 +240,28 @@ TEST_T(bad_metrics_values_are_refused, 60) {
     ASSERT_CONTAINS(out, "BATON_TEST_SLOW_DATA_MS");
     free(out);
 }
+
+/* --bucket-mb auto tries each cap of its ladder (here 0.25 MiB and the whole 0.776 MiB gradient), keeps one of
+ * them, and says so in the summary, the --json line and the metrics file's run record. */
+TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, "--data synthetic --train-samples 2048 --hidden 256 --batch 32 --threads 1 --steps 40 "
+             "--bucket-mb auto --json --metrics %s", tmp_path("b.jsonl"));
+    int rc = train(2, "", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    double mb = num(j, "bucket_mb");
+    ASSERT_TRUE(mb == 0.25 || (mb > 0.76 && mb < 0.78));
+    const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "bucket_auto"));
+    ASSERT_TRUE(note != NULL);
+    ASSERT_CONTAINS(note, "tried 0.25 MiB (");
+    ASSERT_CONTAINS(note, ", 0.776 MiB (");
+    ASSERT_CONTAINS(note, "; kept ");
+    ASSERT_CONTAINS(out, "baton train: --bucket-mb auto: tried");
+    char *m = slurp(tmp_path("b.jsonl"));
+    ASSERT_CONTAINS(m, "\"bucket\":\"auto: tried 0.25 MiB");
+    free(m);
+    cJSON_Delete(j);
+    free(out);
+}

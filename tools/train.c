@@ -24,6 +24,7 @@
 #include "ckpt/safetensors.h"
 #include "commands.h"
 #include "train.h"
+#include "train_bucket.h"
 #include "train_metrics.h"
 #include "util/util.h"
 
@@ -37,6 +38,7 @@ typedef struct {
     baton_ddp_config ddp;      /* --bucket-mb, --no-overlap, --grad-dtype, --loss-scale, --no-zero-copy */
     baton_model_config mc;
     int no_prefetch;           /* --no-prefetch */
+    int bucket_auto;           /* --bucket-mb auto */
     const char *metrics;       /* --metrics FILE.jsonl|FILE.csv|none (NULL: the default, on) */
 } train_opts;
 
@@ -82,7 +84,8 @@ static const char usage_text[] =
     "                         was never stopped; with none yet, start from scratch (so a restart script can\n"
     "                         always pass it)\n"
     "data-parallel (under baton run -n N):\n"
-    "  --bucket-mb MB         gradient bucket cap (default 25; the first bucket is 1)\n"
+    "  --bucket-mb MB|auto    gradient bucket cap (default 25; the first bucket is 1); auto tries a ladder of\n"
+    "                         caps for a few steps each and keeps the one with the least exposed communication\n"
     "  --no-overlap           all-reduce after the whole backward instead of during it\n"
     "  --grad-dtype f32|bf16|f16      gradients on the wire (default f32; master weights stay f32)\n"
     "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
@@ -188,6 +191,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         DBL_OPT("--dropout", dropout, 0.0, 0.99)
         DBL_OPT("--min-lr", min_lr, 0.0, 100.0)
         DBL_OPT("--trust-coef", trust_coef, 1e-6, 10.0)
+        if (!strcmp(flag, "--bucket-mb") && !strcmp(val, "auto")) {
+            o->bucket_auto = 1;
+            continue;
+        }
         DBL_OPT("--bucket-mb", ddp.bucket_mb, 0.001, 4096.0)
         if (!strcmp(flag, "--seed")) {
             if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
@@ -443,6 +450,12 @@ int baton_cmd_train(int argc, char **argv) {
     if ((exit_code = train_metrics_open(&metrics, o.metrics, o.checkpoint, rank)) != 0) goto out;
     exit_code = 1;
     if (train_prefetch_start(&pf, &train, (int)o.batch, !o.no_prefetch) < 0) goto out;
+    train_bucket_auto ba = {0};
+    if (o.bucket_auto && train_bucket_auto_start(&ba, &ddp, comm, params, tape, &o.ddp, total - pos.step) < 0) {
+        fprintf(stderr, "baton train: --bucket-mb auto: %s\n", baton_last_error());
+        goto out;
+    }
+    ck.ddp = ddp;
     /* Test knob (tests/test_observe.c): rank BATON_TEST_SLOW_RANK sleeps, at the end of each optimizer step,
      * BATON_TEST_SLOW_PCT % of the compute (forward + backward + optimizer) it just did: that rank's compute
      * is that much slower, counted where the straggler diagnosis counts it. Inert unless set. */
@@ -515,9 +528,9 @@ int baton_cmd_train(int argc, char **argv) {
             PHASE(BATON_EV_OPTIM, TM_OPT, t);
             uint64_t t_step = baton__now_ns() - t0;
             train_ns += t_step;
+            baton_ddp_stats st1;
+            baton_ddp_get_stats(ddp, &st1);
             if (metrics.on) {
-                baton_ddp_stats st1;
-                baton_ddp_get_stats(ddp, &st1);
                 mf[TM_T0] = (double)t0 * 1e-6;
                 mf[TM_STEP] = (double)t_step * 1e-6;
                 mf[TM_EXPOSED] = (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6;
@@ -527,6 +540,13 @@ int baton_cmd_train(int argc, char **argv) {
                 mf[TM_LR] = baton_lr_at(&sched, step);
                 mf[TM_EPOCH] = (double)epoch;
                 train_metrics_step(&metrics, step, mf);
+            }
+            if (ba.active) {   /* may rebuild the engine with the next cap to try, or the one it keeps */
+                if (train_bucket_auto_step(&ba, (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6) < 0) {
+                    fprintf(stderr, "\nbaton train: --bucket-mb auto: %s\n", baton_last_error());
+                    goto out;
+                }
+                ck.ddp = ddp;
             }
 
             if (!isfinite(step_loss)) {
@@ -589,7 +609,9 @@ int baton_cmd_train(int argc, char **argv) {
     baton_ddp_stats st;
     baton_ddp_get_stats(ddp, &st);
     tm_info mi = {.model = o.model, .data = o.data, .optim = o.optim, .world = world, .batch = o.batch,
-                  .accum = o.accum, .steps_per_epoch = steps_per_epoch, .params = (long)baton_params_numel(params)};
+                  .accum = o.accum, .steps_per_epoch = steps_per_epoch, .params = (long)baton_params_numel(params),
+                  .bucket_note = o.bucket_auto ? ba.note : NULL};
+    if (rank == 0 && o.bucket_auto) fprintf(stderr, "baton train: --bucket-mb %s\n", ba.note);
     tm_diagnosis diag;
     if (train_metrics_finish(&metrics, comm, (int)world, &mi, &diag) < 0) goto out;
     if (rank == 0 && metrics.on) {   /* on stderr even with --json: the path is where the run's story is */
@@ -634,6 +656,8 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "comm_ms", st.steps ? (double)st.comm_ns * 1e-6 / st.steps : 0.0);
         cJSON_AddNumberToObject(j, "bytes_per_step", (double)st.bytes_per_step);
         cJSON_AddNumberToObject(j, "buckets", st.buckets);
+        cJSON_AddNumberToObject(j, "bucket_mb", o.ddp.bucket_mb);
+        if (o.bucket_auto) cJSON_AddStringToObject(j, "bucket_auto", ba.note);
         cJSON_AddStringToObject(j, "grad_dtype", baton_dtype_name(o.ddp.grad_dtype));
         cJSON_AddBoolToObject(j, "overlap", o.ddp.overlap);
         cJSON_AddNumberToObject(j, "skipped_steps", (double)st.skipped);
