@@ -30,6 +30,9 @@ static int g_free_pending;   /* shutdown() asked while buffers were alive */
 static PyObject *g_error;    /* baton.Error */
 static PyObject *g_tensor_type; /* torch.Tensor once baton.torch registered it, else NULL */
 static PyObject *g_torch_dtypes; /* dict torch.dtype -> baton dtype number */
+/* The tensor attributes read on every call, interned once (a lookup by a C string builds a new str each
+ * time; these are the bulk of a small collective's cost from Python). */
+static PyObject *s_is_cpu, *s_is_contiguous, *s_dtype, *s_data_ptr, *s_numel;
 
 /* ---- errors ---- */
 
@@ -142,7 +145,7 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize, int *dt) {
 }
 
 static int tensor_arg(PyObject *o, const char *what, int dt_override, arg_t *a) {
-    PyObject *r = PyObject_GetAttrString(o, "is_cpu");
+    PyObject *r = PyObject_GetAttr(o, s_is_cpu);
     if (!r) return -1;
     int cpu = PyObject_IsTrue(r);
     Py_DECREF(r);
@@ -150,7 +153,7 @@ static int tensor_arg(PyObject *o, const char *what, int dt_override, arg_t *a) 
         if (cpu == 0) PyErr_Format(PyExc_ValueError, "baton: %s is not a CPU tensor; baton works on CPU memory (use .cpu())", what);
         return -1;
     }
-    r = PyObject_CallMethod(o, "is_contiguous", NULL);
+    r = PyObject_CallMethodNoArgs(o, s_is_contiguous);
     if (!r) return -1;
     int contig = PyObject_IsTrue(r);
     Py_DECREF(r);
@@ -158,7 +161,7 @@ static int tensor_arg(PyObject *o, const char *what, int dt_override, arg_t *a) 
         if (contig == 0) PyErr_Format(PyExc_ValueError, "baton: %s is not contiguous; pass t.contiguous() (and copy back if you need it in place)", what);
         return -1;
     }
-    r = PyObject_GetAttrString(o, "dtype");
+    r = PyObject_GetAttr(o, s_dtype);
     if (!r) return -1;
     PyObject *num = g_torch_dtypes ? PyDict_GetItemWithError(g_torch_dtypes, r) : NULL;
     if (!num) {
@@ -174,11 +177,11 @@ static int tensor_arg(PyObject *o, const char *what, int dt_override, arg_t *a) 
         return -1;
     }
     if (dt_override >= 0) dt = dt_override;
-    r = PyObject_CallMethod(o, "data_ptr", NULL);
+    r = PyObject_CallMethodNoArgs(o, s_data_ptr);
     if (!r) return -1;
     a->ptr = PyLong_AsVoidPtr(r);
     Py_DECREF(r);
-    r = PyObject_CallMethod(o, "numel", NULL);
+    r = PyObject_CallMethodNoArgs(o, s_numel);
     if (!r) return -1;
     a->count = (size_t)PyLong_AsSsize_t(r);
     Py_DECREF(r);
@@ -765,6 +768,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__baton(void) {
     if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SharedBufferType) < 0) return NULL;
+    if (!(s_is_cpu = PyUnicode_InternFromString("is_cpu")) ||
+        !(s_is_contiguous = PyUnicode_InternFromString("is_contiguous")) ||
+        !(s_dtype = PyUnicode_InternFromString("dtype")) || !(s_data_ptr = PyUnicode_InternFromString("data_ptr")) ||
+        !(s_numel = PyUnicode_InternFromString("numel")))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     g_error = PyErr_NewExceptionWithDoc("baton.Error",
