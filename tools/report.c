@@ -232,6 +232,11 @@ static void chart_accuracy(tm_sbuf *b, const run_data *r, double *x, double *y) 
         x[e] = (double)r->evals[e].step;
         y[e] = 100.0 * r->evals[e].acc;
     }
+    double lowest = 100.0;
+    for (long e = 0; e < r->n_evals; e++)
+        if (y[e] < lowest) lowest = y[e];
+    f.y0 = floor(lowest / 5.0) * 5.0 - 5.0;   /* zoomed to the accuracies reached */
+    if (f.y0 < 0) f.y0 = 0;
     chart_begin(b, "accuracy", "Test accuracy", &f, "step", "accuracy %");
     polyline(b, &f, x, y, r->n_evals, "acc");
     for (long e = 0; e < r->n_evals; e++)
