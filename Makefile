@@ -11,18 +11,18 @@ WERROR  ?= $(if $(CI),-Werror,)
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += -lopenblas -lsodium -lcjson -lz -lm -lrt
+LDLIBS  += -lopenblas -ldnnl -lgomp -lsodium -lcjson -lz -lm -lrt
 
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
-DEB_PKGS := gcc make pkg-config libopenblas-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
+DEB_PKGS := gcc make pkg-config libopenblas-dev libdnnl-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
 DEB_PKGS += python3-dev python3-numpy python3-torch g++
-DEB_PKGS += openmpi-bin mpich
+DEB_PKGS += openmpi-bin mpich libopenmpi-dev
 DEB_PKGS += slurmctld slurmd slurm-client munge
 DEB_PKGS += iproute2
 DEB_PKGS += fortunes
 DEB_PKGS += chromium
 
-LIB_SRC   := $(shell find src -name '*.c' | sort)
+LIB_SRC   := $(filter-out src/transport/mpi_plugin.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -35,6 +35,19 @@ HARNESS   := $(BUILD)/obj/tests/harness.o
 .PHONY: all deps run test test-cluster asan tsan clean install
 .SECONDARY:
 all: $(BUILD)/baton $(TEST_BIN) $(PROG_BIN)
+
+# The MPI transport (--transport mpi) is a plugin, $(BUILD)/libbaton-mpi.so, built with Open MPI's compiler
+# wrapper when it and mpi.h are installed (libopenmpi-dev); libbaton dlopens it on first use, so nothing else
+# links libmpi. `make MPICC=` builds without it (--transport mpi then says how to get it).
+MPICC      ?= $(shell command -v mpicc.openmpi 2>/dev/null)
+MPI_INC    := $(if $(strip $(MPICC)),$(shell $(MPICC) --showme:incdirs 2>/dev/null))
+MPI_PLUGIN := $(if $(strip $(MPICC)),$(if $(wildcard $(addsuffix /mpi.h,$(MPI_INC))),$(BUILD)/libbaton-mpi.so))
+all: $(MPI_PLUGIN)
+$(BUILD)/libbaton-mpi.so: src/transport/mpi_plugin.c src/transport/mpi.h src/transport/transport.h include/baton/status.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LDFLAGS)
+# Where the loader looks after the plugin's usual places (next to the program or library; docs/cluster.md).
+$(BUILD)/obj/src/transport/mpi_load.o: CFLAGS += -DBATON_LIBDIR='"$(PREFIX)/lib"'
 
 # Installs whatever of DEB_PKGS is missing, once (apt-get update only when something is missing).
 deps:
@@ -109,6 +122,9 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CFLAGS  += -fPIC -fno-semantic-interposition
 SO_REAL := $(BUILD)/libbaton.so.$(BATON_VERSION)
+# `baton --version`; main.o is rebuilt when the version changes (the Makefile is among its prerequisites)
+$(BUILD)/obj/tools/main.o: CFLAGS += -DBATON_VERSION_STRING='"$(BATON_VERSION)"'
+$(BUILD)/obj/tools/main.o: Makefile
 # The Python package is built for Debian's interpreter (the one python3-numpy and python3-torch belong to).
 PY       := /usr/bin/python3
 PY_INC   := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
@@ -145,6 +161,7 @@ install-files:
 	install -m 755 $(BUILD)/baton $(DESTDIR)$(PREFIX)/bin/baton
 	install -m 644 $(BUILD)/libbaton.a $(DESTDIR)$(PREFIX)/lib/libbaton.a
 	install -m 755 $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	if [ -f $(BUILD)/libbaton-mpi.so ]; then install -m 755 $(BUILD)/libbaton-mpi.so $(DESTDIR)$(PREFIX)/lib/; fi
 	ln -sf libbaton.so.$(BATON_VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(BATON_SOMAJOR)
 	ln -sf libbaton.so.$(BATON_VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so
 	install -m 644 include/baton/*.h $(DESTDIR)$(PREFIX)/include/baton/

@@ -2,7 +2,8 @@
 # bench/plan_vs_measured.sh: after `baton plan calibrate`, how close are `baton plan allreduce --calibrated`
 # predictions to fresh `baton bench` measurements? Issue 9's floor: within 25 % for 1 MiB and larger on shm
 # and tcp with 2 and 4 ranks. Every (transport, ranks, algorithm) runs once per round, rounds interleaved,
-# medians over rounds; a table with the error of each cell, and how many are within 25 %.
+# medians over rounds; a table with the error of each cell, the spread of its rounds (slowest / fastest:
+# the machine's noise), and how many cells are within 25 %.
 #   Usage: sh bench/plan_vs_measured.sh [CALIBRATION.json]   (none: calibrate first, into a temporary file)
 #   Env: ROUNDS (3), RANKS ("2 4"), TRANSPORTS ("shm tcp"), MIN (1M), MAX (16M), BUILD (build)
 # Wrap it in `flock /tmp/baton-bench.lock` on a shared machine.
@@ -44,7 +45,7 @@ for line in open(meas):
     tr, k, a, b, us = line.split()
     cells.setdefault((tr, int(k), a, int(b)), []).append(float(us))
 ok = total = 0
-print("%-4s %5s %-7s %10s %14s %14s %8s" % ("link", "ranks", "algo", "bytes", "predicted_us", "measured_us", "error"))
+print("%-4s %5s %-7s %10s %14s %14s %8s %9s" % ("link", "ranks", "algo", "bytes", "predicted_us", "measured_us", "error", "max/min"))
 for (tr, k, a, b), v in sorted(cells.items()):
     out = subprocess.run([baton, "plan", "allreduce", "--calibrated", cal, "--link", tr, "--ranks", str(k),
                           "--bytes", str(b), "--json"], capture_output=True, text=True, check=True).stdout
@@ -53,6 +54,7 @@ for (tr, k, a, b), v in sorted(cells.items()):
     err = (pred - m) / m
     total += 1
     ok += abs(err) <= 0.25
-    print("%-4s %5d %-7s %10d %14.1f %14.1f %+7.1f%%%s" % (tr, k, a, b, pred, m, 100 * err, "" if abs(err) <= 0.25 else "  > 25 %"))
+    print("%-4s %5d %-7s %10d %14.1f %14.1f %+7.1f%% %9.2f%s" % (tr, k, a, b, pred, m, 100 * err, max(v) / min(v),
+          "" if abs(err) <= 0.25 else "  > 25 %"))
 print("within 25 %%: %d of %d cells (medians of %d rounds)" % (ok, total, len(next(iter(cells.values()))) if cells else 0))
 PYEOF

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "baton/data.h"
@@ -206,6 +207,37 @@ TEST(sampler_permutes_per_epoch_and_shards_cover_everything) {
     ASSERT_OK(baton_sampler_init(&s, 5, 0, 1, 0, 9));   /* no shuffle: identity */
     for (int i = 0; i < 5; i++) ASSERT_EQ_INT(s.idx[i], i);
     baton_sampler_free(&s);
+}
+/* The files as torchvision leaves them: uncompressed (train-images-idx3-ubyte, no .gz), in DIR or under
+ * DIR/FashionMNIST/raw; .gz wins where both exist. (Only .gz names were looked for: "not found".) */
+TEST(fashion_mnist_loads_uncompressed_files_as_torchvision_writes_them) {
+    static const char *const names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                         "t10k-labels-idx1-ubyte"};
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/FashionMNIST", th_tmpdir());
+    ASSERT_EQ_INT(mkdir(sub, 0700), 0);
+    snprintf(sub, sizeof sub, "%s/FashionMNIST/raw", th_tmpdir());
+    ASSERT_EQ_INT(mkdir(sub, 0700), 0);
+    for (int layout = 0; layout < 2; layout++) {   /* 0: in DIR; 1: in DIR/FashionMNIST/raw */
+        char p[4][700];
+        for (int i = 0; i < 4; i++) snprintf(p[i], sizeof p[i], "%s/%s", layout ? sub : th_tmpdir(), names[i]);
+        good_pair(p[0], p[1], 0);
+        good_pair(p[2], p[3], 0);
+        baton_dataset train, test;
+        ASSERT_OK(baton_dataset_fashion_mnist(&train, &test, th_tmpdir()));
+        ASSERT_EQ_INT(train.n, 3);
+        ASSERT_EQ_INT(test.n, 3);
+        ASSERT_EQ_INT(train.y[2], 9);
+        ASSERT_NEAR(train.x[17], (1.0 - BATON_FMNIST_MEAN) / BATON_FMNIST_STD, 1e-5);
+        baton_dataset_free(&train);
+        baton_dataset_free(&test);
+        for (int i = 0; i < 4; i++) remove(p[i]);
+    }
+    /* nothing there: the error names the .gz and the plain name */
+    baton_dataset train, test;
+    ASSERT_TRUE(baton_dataset_fashion_mnist(&train, &test, th_tmpdir()) < 0);
+    ASSERT_CONTAINS(baton_last_error(), "train-images-idx3-ubyte.gz: cannot open: does not exist (nor ");
+    ASSERT_CONTAINS(baton_last_error(), "/train-images-idx3-ubyte, nor either under ");
 }
 
 /* IDX images of another size than Fashion-MNIST's 28x28 train a model of that input size (this aborted on an

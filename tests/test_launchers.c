@@ -114,7 +114,7 @@ static void train_joins(const char *launch, int n) {
              "%s %s train --data synthetic --train-samples 512 --hidden 16 --batch 32 --steps 2 --threads 1 2>&1",
              launch, th_baton());
     int rc = th_run(cmd, 60, &out, NULL);
-    snprintf(want, sizeof want, "%d rank(s) x batch 32", n);
+    snprintf(want, sizeof want, "%d %s x batch 32", n, n == 1 ? "rank" : "ranks");
     int banners = 0;
     for (const char *p = out; (p = strstr(p, "baton train: mlp on")); p++) banners++;
     if (rc != 0 || !strstr(out, want) || banners != 1) fprintf(stderr, "%s\n%s\n", cmd, out);

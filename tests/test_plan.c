@@ -335,6 +335,30 @@ TEST_T(auto_follows_the_calibration, 180) {
     ASSERT_STR_EQ(algos, "direct,direct,direct,direct");
 }
 
+/* direct (the fixed rule on shm) at 10 us against a ring at `ring_us`, flat over every size */
+static const char *margin_tuning(double ring_us) {
+    static char path[600];
+    snprintf(path, sizeof path, "%s/margin.json", th_tmpdir());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fprintf(f, "{\"version\":1,\"links\":[],\"fits\":["
+               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":10,\"b_us_per_byte\":0},"
+               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":%g,\"b_us_per_byte\":0}"
+               "],\"points\":[]}", ring_us);
+    fclose(f);
+    return path;
+}
+
+TEST_T(auto_moves_off_the_fixed_rule_only_for_a_clear_win, 120) {
+    char env[800], algos[256];
+    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.7)); /* 3 %: within the margin */
+    bench_algos(env, "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "direct,direct,direct,direct");
+    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.0)); /* 10 % */
+    bench_algos(env, "shm", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "ring,ring,ring,ring");
+}
+
 TEST_T(auto_refuses_an_unreadable_calibration, 60) {
     char cmd[2048], *o = NULL;
     snprintf(cmd, sizeof cmd, "BATON_TUNING=%s/missing.json %s run -n 2 -- %s bench allreduce -b 8 -e 8 2>&1", th_tmpdir(),

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -668,4 +669,82 @@ static void flood_and_check(int count, size_t max_growth_kib) {
 
 TEST_T(garbage_from_10000_connections_leaves_it_serving, 120) {
     flood_and_check(10000, 16 * 1024);
+}
+
+/* ---- many clients ---------------------------------------------------------------------------------- */
+
+enum { MANY_CLIENTS = 4096, MANY_THREADS = 64 };
+typedef struct {
+    int port, first, n, failed;
+    baton_store **st;
+    char err[256];
+} many_arg;
+
+static void *many_connect(void *p) {
+    many_arg *a = p;
+    for (int i = a->first; i < a->first + a->n && !a->failed; i++)
+        if (baton_store_connect("127.0.0.1", a->port, secret, sizeof secret, 60.0, &a->st[i]) < 0) {
+            snprintf(a->err, sizeof a->err, "client %d: %s", i, baton_last_error());
+            a->failed = 1;
+        }
+    return NULL;
+}
+
+static void *many_exchange(void *p) {
+    many_arg *a = p;
+    char key[32], val[32];
+    for (int i = a->first; i < a->first + a->n && !a->failed; i++) {
+        snprintf(key, sizeof key, "c/%d", i);
+        snprintf(val, sizeof val, "v%d", i);
+        if (baton_store_set(a->st[i], key, val, strlen(val)) < 0) a->failed = 1;
+    }
+    for (int i = a->first; i < a->first + a->n && !a->failed; i++) { /* each reads another thread's key */
+        int j = (i + 97) % MANY_CLIENTS;
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "c/%d", j);
+        snprintf(val, sizeof val, "v%d", j);
+        if (baton_store_get(a->st[i], key, &v, &len, 60.0) < 0 || len != strlen(val) || memcmp(v, val, len)) {
+            snprintf(a->err, sizeof a->err, "client %d reading %s: %s", i, key, baton_last_error());
+            a->failed = 1;
+        }
+        free(v);
+    }
+    return NULL;
+}
+
+/* 4,096 clients connect from 64 threads at once and stay connected while each sets a key and reads another
+ * thread's. The process starts from Debian's default soft limit of 1,024 descriptors: the server raises it
+ * (it held 512 clients before). */
+TEST_T(store_serves_4096_clients_at_once, 120) {
+    struct rlimit rl;
+    ASSERT_TRUE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 2 * MANY_CLIENTS + 512)
+        th_fail(__FILE__, __LINE__, "the hard descriptor limit %llu is below %d: raise it (ulimit -Hn)",
+                (unsigned long long)rl.rlim_max, 2 * MANY_CLIENTS + 512);
+    rl.rlim_cur = 1024;
+    ASSERT_TRUE(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    baton_store_server *srv = start_server(NULL);
+    baton_store **st = calloc(MANY_CLIENTS, sizeof *st);
+    many_arg args[MANY_THREADS];
+    pthread_t th[MANY_THREADS];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int t = 0; t < MANY_THREADS; t++) {
+            if (pass == 0)
+                args[t] = (many_arg){.port = baton_store_server_port(srv), .first = t * (MANY_CLIENTS / MANY_THREADS),
+                                     .n = MANY_CLIENTS / MANY_THREADS, .st = st};
+            ASSERT_EQ_INT(pthread_create(&th[t], NULL, pass == 0 ? many_connect : many_exchange, &args[t]), 0);
+        }
+        for (int t = 0; t < MANY_THREADS; t++) pthread_join(th[t], NULL);
+        for (int t = 0; t < MANY_THREADS; t++)
+            if (args[t].failed) th_fail(__FILE__, __LINE__, "pass %d: %s", pass, args[t].err);
+    }
+    baton__store_stats s;
+    baton__store_server_stats(srv, &s);
+    ASSERT_EQ_INT(s.open_conns, MANY_CLIENTS);
+    ASSERT_EQ_U64(s.auth_ok, MANY_CLIENTS);
+    ASSERT_EQ_U64(s.evicted, 0);
+    for (int i = 0; i < MANY_CLIENTS; i++) baton_store_close(st[i]);
+    free(st);
+    baton_store_server_stop(srv);
 }

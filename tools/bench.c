@@ -54,7 +54,7 @@ static void usage(FILE *f) {
             "  -o OP           sum avg min max prod (default sum)\n"
             "  -r ROOT         broadcast root (default 0)\n"
             "  --algo A        auto ring rd direct hier (default auto)\n"
-            "  --transport T   auto shm tcp (default auto)\n"
+            "  --transport T   auto shm tcp mpi (default auto; mpi: under Open MPI's mpirun)\n"
             "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
             "  --min-time S    seconds each size runs at least (default 0.02)\n"

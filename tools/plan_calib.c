@@ -18,8 +18,12 @@
 #include "plan.h"
 #include "util/util.h"
 
-/* The algorithms each link can run with one node. */
+/* The algorithms each link can run: one node (shm, tcp) or several (net). */
 static int link_algos(int link, baton_algo *out) {
+    if (link == BATON_LINK_NET) {
+        out[0] = BATON_ALGO_HIER, out[1] = BATON_ALGO_RING, out[2] = BATON_ALGO_RD;
+        return 3;
+    }
     if (link == BATON_LINK_SHM) {
         out[0] = BATON_ALGO_DIRECT, out[1] = BATON_ALGO_RING, out[2] = BATON_ALGO_RD;
         return 3;
@@ -115,15 +119,21 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
 
 /* ---- calibrate ------------------------------------------------------------------------------------- */
 
-/* Runs one bench; appends (bytes, seconds) rows to xs/ts. Returns the number of rows or -1. */
-static int run_bench(const char *self, int ranks, int link, baton_algo algo, double max_bytes, double timeout_s, double *xs,
-                     double *ts, int cap) {
-    char n_s[16], e_s[32];
+/* Runs one bench; appends (bytes, seconds) rows to xs/ts. Returns the number of rows or -1. shm and tcp run
+ * under `baton run -n K`; net runs `sh -c "NET_LAUNCH 'baton' bench ..."`, NET_LAUNCH starting the ranks on
+ * every node of the cluster (e.g. tests/cluster/netns.sh launch NAME -n 2 --). */
+static int run_bench(const char *self, int ranks, int link, baton_algo algo, double max_bytes, double timeout_s,
+                     const char *net_launch, double *xs, double *ts, int cap) {
+    char n_s[16], e_s[32], cmdline[4096];
     snprintf(n_s, sizeof n_s, "%d", ranks);
     snprintf(e_s, sizeof e_s, "%.0f", max_bytes);
-    const char *argv[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "4",
-                          "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "3",
-                          "--min-time", "0.005", NULL};
+    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "4",
+                           "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "3",
+                           "--min-time", "0.005", NULL};
+    snprintf(cmdline, sizeof cmdline, "%s '%s' bench allreduce --csv -b 4 -e %s -f 4 --algo %s -w 2 -n 3 --min-time 0.005",
+             net_launch ? net_launch : "", self, e_s, baton_algo_name(algo));
+    const char *shell[] = {"/bin/sh", "-c", cmdline, NULL};
+    const char *const *argv = link == BATON_LINK_NET ? shell : local;
     int fd[2];
     if (pipe(fd) < 0) return -1;
     pid_t pid = fork();
@@ -135,7 +145,7 @@ static int run_bench(const char *self, int ranks, int link, baton_algo algo, dou
         setpgid(0, 0);
         dup2(fd[1], 1);
         close(fd[0]), close(fd[1]);
-        execv(self, (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     setpgid(pid, pid);
@@ -212,12 +222,16 @@ static void describe_machine(char *out, size_t n, double load0) {
 int plan_cmd_calibrate(int argc, char **argv) {
     const char *sub = "calibrate";
     plan_list ranks = {2, {2, 4}};
-    const char *transports = "shm,tcp", *out = NULL;
+    const char *transports = "shm,tcp", *out = NULL, *net_launch = NULL;
+    int net_ranks = 0;
     double max_bytes = 16 << 20, timeout = 300;
     int rounds = 2, json = 0;
     plan_flag flags[] = {
         {"--ranks", 'k', 2, 64, &ranks, "world sizes to measure (default 2,4)"},
-        {"--transports", 's', 0, 0, &transports, "links to measure: shm, tcp (default shm,tcp)"},
+        {"--transports", 's', 0, 0, &transports, "links to measure: shm, tcp, net (default shm,tcp)"},
+        {"--net-launch", 's', 0, 0, &net_launch, "net: command prefix that starts the ranks on every node, e.g. "
+                                                   "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
+        {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216)"},
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds; each cell keeps its median (default 2)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
@@ -229,15 +243,22 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     int links[BATON_LINK_COUNT], nl = 0;
     char tbuf[64];
-    if (strlen(transports) >= sizeof tbuf) return plan_error(sub, "bad value '%s' for --transports: expected shm, tcp or shm,tcp", transports), 2;
+    if (strlen(transports) >= sizeof tbuf) return plan_error(sub, "bad value '%s' for --transports: expected a list of shm, tcp, net", transports), 2;
     strcpy(tbuf, transports);
     char *save = NULL;
     for (char *tok = strtok_r(tbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int l;
-        if (baton__link_parse(tok, &l) < 0 || l == BATON_LINK_NET || nl == 2)
-            return plan_error(sub, "bad value '%s' for --transports: expected shm, tcp or shm,tcp (the simulated cluster's link is not calibrated by this command yet)", transports), 2;
+        int dup = 0;
+        if (baton__link_parse(tok, &l) == 0)
+            for (int i = 0; i < nl; i++) dup |= links[i] == l;
+        if (baton__link_parse(tok, &l) < 0 || dup)
+            return plan_error(sub, "bad value '%s' for --transports: expected a list of shm, tcp, net, each once", transports), 2;
+        if (l == BATON_LINK_NET && (!net_launch || !net_ranks))
+            return plan_error(sub, "--transports net needs --net-launch 'CMD' and --net-ranks K (see docs/plan.md)"), 2;
         links[nl++] = l;
     }
+    if ((net_launch || net_ranks) && !strstr(transports, "net"))
+        return plan_error(sub, "--net-launch and --net-ranks go with --transports net"), 2;
     char path[600];
     if (out)
         snprintf(path, sizeof path, "%s", out);
@@ -247,6 +268,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0) return plan_error(sub, "cannot find the baton executable (/proc/self/exe): %s", strerror(errno)), 1;
     self[sl] = 0;
+    if (net_launch && strchr(self, '\''))
+        return plan_error(sub, "--transports net: the baton path '%s' contains a quote; run it from another path", self), 2;
 
     typedef struct {
         int link, ranks;
@@ -258,12 +281,13 @@ int plan_cmd_calibrate(int argc, char **argv) {
     static cell cells[CAL_MAX_CELLS];
     int ncell = 0;
     for (int l = 0; l < nl; l++)
-        for (int r = 0; r < ranks.n; r++) {
+        for (int r = 0; r < (links[l] == BATON_LINK_NET ? 1 : ranks.n); r++) {
             baton_algo a[4];
             int na = link_algos(links[l], a);
             for (int i = 0; i < na && ncell < CAL_MAX_CELLS; i++) {
                 memset(&cells[ncell], 0, sizeof cells[ncell]);
-                cells[ncell].link = links[l], cells[ncell].ranks = (int)ranks.v[r], cells[ncell].algo = a[i];
+                cells[ncell].link = links[l], cells[ncell].algo = a[i];
+                cells[ncell].ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
                 ncell++;
             }
         }
@@ -278,7 +302,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
             double xs[CAL_SIZES], ts[CAL_SIZES];
             fprintf(stderr, "baton plan calibrate: round %d/%d: %s %s %d ranks (%.0f s so far)\n", round + 1, rounds,
                     baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks, (double)(baton__now_ns() - t0) / 1e9);
-            int n = run_bench(self, ce->ranks, ce->link, ce->algo, max_bytes, timeout, xs, ts, CAL_SIZES);
+            int n = run_bench(self, ce->ranks, ce->link, ce->algo, max_bytes, timeout, net_launch, xs, ts, CAL_SIZES);
             if (n <= 0) {
                 fprintf(stderr, "baton plan calibrate: the bench for %s %s on %d ranks failed (see its errors above)\n",
                         baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks);
@@ -327,8 +351,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
             if (t.have_link[l])
                 printf("  %s: latency %.2f us, bandwidth %.3f GB/s (alpha-beta fit to the ring)\n", baton__link_name(l),
                        t.link[l].lat_s * 1e6, t.link[l].bw_Bps / 1e9);
-        printf("Use it: baton plan allreduce --calibrated %s --link shm --ranks 4 --bytes 1e6;  BATON_TUNING=%s with --algo auto\n",
-               path, path);
+        printf("Use it: baton plan allreduce --calibrated %s --link %s --ranks %d --bytes 1e6;  BATON_TUNING=%s with --algo auto\n",
+               path, baton__link_name(cells[0].link), cells[0].ranks, path);
     }
     baton__tuning_free(&t);
     return 0;

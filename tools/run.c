@@ -15,7 +15,8 @@
  *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
  *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
  *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
- * Restarts are single-node only: --max-restarts with --nnodes > 1 is refused. */
+ * Restarts are single-node only: --max-restarts with --nnodes M > 1 is refused; --nnodes MIN:MAX (elastic,
+ * rounds of re-rendezvous) is tools/run_elastic.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rendezvous/store.h"
 #include "run.h"
@@ -36,29 +38,33 @@ extern char **environ;
 
 enum { MAX_NPROC = 4096, MAX_NNODES = 4096, MAX_RESTARTS = 1000, DONE_WAIT_S = 600 };
 
-typedef struct {
-    long nproc, nnodes, node_rank, max_restarts;
-    const char *timeout;          /* --timeout as given (validated), or NULL */
-    int tag;
-    int have_rdzv;
-    char rdzv_host[256];
-    int rdzv_port;
-    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
-} run_opts;
 
 static const char usage_text[] =
     "usage: baton run [options] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N worker processes of PROGRAM (torchrun-style) and hosts the job's rendezvous store.\n"
     "\n"
-    "  -n, --nproc-per-node N   workers on this node (default 1)\n"
+    "  -n, --nproc-per-node N|auto|cpu   workers on this node (default 1; auto and cpu: one per usable core)\n"
     "      --nnodes M           launchers (nodes) in the job (default 1)\n"
+    "      --nnodes MIN:MAX     elastic: run on the MIN..MAX launchers that join; when a node is lost (or one joins)\n"
+    "                           the rest re-rendezvous and restart the workers with the new world size\n"
+    "                           (docs/rendezvous.md; needs --rdzv, up to --max-restarts times)\n"
     "      --node-rank R        this launcher's node rank, 0..M-1 (default 0)\n"
-    "      --rdzv HOST:PORT     where node 0 hosts the store (required when M > 1; all nodes pass the same)\n"
-    "      --max-restarts K     restart all workers up to K times after a failure (default 0; single node)\n"
+    "      --rdzv HOST:PORT     where node 0 hosts the store (required when M > 1; all nodes pass the same);\n"
+    "                           also spelled --rdzv-endpoint, or --master-addr HOST --master-port PORT\n"
+    "                           (defaults 127.0.0.1 and 29500, as torchrun's)\n"
+    "      --standalone         one node with a store on a free local port (the default; refuses --nnodes > 1)\n"
+    "      --max-restarts K     restart all workers up to K times after a failure (default 0; single node or elastic)\n"
     "      --timeout SECONDS    collective timeout handed to the workers as BATON_TIMEOUT\n"
     "      --tag-output         prefix every output line with \"[rank R] \"\n"
+    "      --log-dir DIR        write each rank's output to DIR/JOB/attempt_K/RANK/{stdout,stderr}.log\n"
+    "                           instead of the terminal (JOB: the job id, or ID_<job id> with --rdzv-id ID)\n"
+    "      --rdzv-id ID         a name for the job's log directory\n"
+    "      --rdzv-backend c10d|static   accepted for torchrun's command lines; baton has one store\n"
+    "      --no-python          accepted for torchrun's command lines; baton always runs PROGRAM itself\n"
     "  -h, --help               this text\n"
+    "torchrun's spellings with underscores work too: --nproc_per_node, --node_rank, --rdzv_endpoint,\n"
+    "--master_addr, --master_port, --max_restarts, --log_dir, --rdzv_id, --rdzv_backend, --no_python.\n"
     "\n"
     "Workers get BATON_RANK, BATON_WORLD_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_WORLD_SIZE, BATON_NODE_RANK,\n"
     "BATON_NNODES, BATON_RESTART_COUNT, BATON_STORE_ADDR, BATON_SECRET, BATON_JOB_ID (and BATON_TIMEOUT), plus\n"
@@ -102,12 +108,15 @@ static int parse_rdzv(const char *s, run_opts *o) {
     return 0;
 }
 
-/* Returns -1 to go on, or the exit code (0 for --help, 2 for a usage error). */
+/* Returns -1 to go on, or the exit code (0 for --help, 2 for a usage error). Flags are matched with '_'
+ * read as '-', so torchrun's spellings (--nproc_per_node, --node_rank, --master_addr, ...) are the same
+ * flags as baton's. */
 static int parse_args(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->nproc = 1;
     o->nnodes = 1;
-    int i = 1;
+    int i = 1, standalone = 0;
+    const char *master_addr = NULL, *master_port = NULL, *rdzv = NULL;
     while (i < argc) {
         char *a = argv[i];
         if (!strcmp(a, "--")) {
@@ -119,36 +128,40 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             fputs(usage_text, stdout);
             return 0;
         }
-        if (!strcmp(a, "--tag-output")) {
-            o->tag = 1;
+        /* "--flag V", "--flag=V", "-n V", "-nV"; name gets the flag with '_' as '-' */
+        const char *val = NULL;
+        char name[64];
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        if (a[1] != '-' && a[1] == 'n' && a[2]) nl = 2;
+        if (nl >= sizeof name) return usage_error("unknown option '%s'", a);
+        for (size_t k = 0; k < nl; k++) name[k] = a[k] == '_' ? '-' : a[k];
+        name[nl] = '\0';
+        if (eq) val = eq + 1;
+        else if (nl == 2 && a[2]) val = a + 2;
+        if (!strcmp(name, "--tag-output") || !strcmp(name, "--standalone") || !strcmp(name, "--no-python")) {
+            if (val) return usage_error("%s takes no value", name);
+            if (!strcmp(name, "--tag-output")) o->tag = 1;
+            if (!strcmp(name, "--standalone")) standalone = 1;
             i++;
             continue;
         }
-        /* flags with a value: "--flag V", "--flag=V", "-n V", "-nV" */
-        const char *name = a, *val = NULL;
-        char namebuf[64];
-        const char *eq = strchr(a, '=');
-        if (a[1] == '-' && eq) {
-            size_t nl = (size_t)(eq - a);
-            if (nl >= sizeof namebuf) return usage_error("unknown option '%s'", a);
-            memcpy(namebuf, a, nl);
-            namebuf[nl] = '\0';
-            name = namebuf;
-            val = eq + 1;
-        } else if (a[1] == 'n' && a[2]) {
-            name = "-n";
-            val = a + 2;
-        }
-        enum { F_NPROC, F_NNODES, F_NODE_RANK, F_RDZV, F_RESTARTS, F_TIMEOUT } f;
+        enum { F_NPROC, F_NNODES, F_NODE_RANK, F_RDZV, F_RESTARTS, F_TIMEOUT, F_LOG_DIR, F_MASTER_ADDR,
+               F_MASTER_PORT, F_RDZV_ID, F_RDZV_BACKEND } f;
         if (!strcmp(name, "-n") || !strcmp(name, "--nproc-per-node")) f = F_NPROC;
         else if (!strcmp(name, "--nnodes")) f = F_NNODES;
         else if (!strcmp(name, "--node-rank")) f = F_NODE_RANK;
-        else if (!strcmp(name, "--rdzv")) f = F_RDZV;
+        else if (!strcmp(name, "--rdzv") || !strcmp(name, "--rdzv-endpoint")) f = F_RDZV;
         else if (!strcmp(name, "--max-restarts")) f = F_RESTARTS;
         else if (!strcmp(name, "--timeout")) f = F_TIMEOUT;
+        else if (!strcmp(name, "--log-dir")) f = F_LOG_DIR;
+        else if (!strcmp(name, "--master-addr")) f = F_MASTER_ADDR;
+        else if (!strcmp(name, "--master-port")) f = F_MASTER_PORT;
+        else if (!strcmp(name, "--rdzv-id")) f = F_RDZV_ID;
+        else if (!strcmp(name, "--rdzv-backend")) f = F_RDZV_BACKEND;
         else return usage_error("unknown option '%s'", a);
         if (!val) {
-            if (i + 1 >= argc) return usage_error("%s needs a value", name);
+            if (i + 1 >= argc) return usage_error("%s needs a value", a);
             val = argv[++i];
         }
         i++;
@@ -156,23 +169,44 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         double d;
         switch (f) {
         case F_NPROC:
+            if (!strcmp(val, "auto") || !strcmp(val, "cpu")) {
+                v = cli_cores();
+                o->nproc = v < MAX_NPROC ? v : MAX_NPROC;
+                break;
+            }
+            if (!strcmp(val, "gpu"))
+                return usage_error("-n gpu: baton trains on CPUs; use -n auto (one worker per core) or a number");
             if (baton__parse_long(val, 1, MAX_NPROC, &v) < 0)
-                return usage_error("-n/--nproc-per-node '%s' is not an integer in 1..%d (e.g. -n 4)", val, MAX_NPROC);
+                return usage_error("-n/--nproc-per-node '%s' is not auto, cpu or an integer in 1..%d (e.g. -n 4)", val,
+                                   MAX_NPROC);
             o->nproc = v;
             break;
-        case F_NNODES:
-            if (baton__parse_long(val, 1, MAX_NNODES, &v) < 0)
-                return usage_error("--nnodes '%s' is not an integer in 1..%d", val, MAX_NNODES);
+        case F_NNODES: {
+            const char *colon = strchr(val, ':');   /* MIN:MAX (torchrun's spelling): elastic */
+            char lo[32];
+            long mn;
+            if (colon && ((size_t)(colon - val) >= sizeof lo || !memcpy(lo, val, (size_t)(colon - val)) ||
+                          (lo[colon - val] = '\0', baton__parse_long(lo, 1, MAX_NNODES, &mn) < 0) ||
+                          baton__parse_long(colon + 1, 1, MAX_NNODES, &v) < 0 || mn > v))
+                return usage_error("--nnodes '%s' is not MIN:MAX with 1 <= MIN <= MAX <= %d (e.g. --nnodes 2:4)", val,
+                                   MAX_NNODES);
+            if (!colon && baton__parse_long(val, 1, MAX_NNODES, &v) < 0)
+                return usage_error("--nnodes '%s' is not an integer in 1..%d (or MIN:MAX)", val, MAX_NNODES);
             o->nnodes = v;
+            o->nnodes_min = colon ? mn : v;
+            o->elastic = colon != NULL;
             break;
+        }
         case F_NODE_RANK:
             if (baton__parse_long(val, 0, MAX_NNODES - 1, &v) < 0)
                 return usage_error("--node-rank '%s' is not an integer in 0..%d", val, MAX_NNODES - 1);
             o->node_rank = v;
             break;
         case F_RDZV:
+            rdzv = val;
             if (parse_rdzv(val, o) < 0)
-                return usage_error("--rdzv '%s' is not HOST:PORT with a port in 1..65535 (e.g. --rdzv 10.0.0.1:29500)", val);
+                return usage_error("%s '%s' is not HOST:PORT with a port in 1..65535 (e.g. --rdzv 10.0.0.1:29500)",
+                                   name, val);
             break;
         case F_RESTARTS:
             if (baton__parse_long(val, 0, MAX_RESTARTS, &v) < 0)
@@ -184,17 +218,55 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                 return usage_error("--timeout '%s' is not a number of seconds in 0.001..1e7 (e.g. --timeout 300)", val);
             o->timeout = val;
             break;
+        case F_LOG_DIR:
+            if (!*val) return usage_error("--log-dir needs a directory");
+            o->log_dir = val;
+            break;
+        case F_MASTER_ADDR:
+            if (!*val || strlen(val) > 250) return usage_error("--master-addr '%s' is not a host name or address", val);
+            master_addr = val;
+            break;
+        case F_MASTER_PORT:
+            if (baton__parse_long(val, 1, 65535, &v) < 0)
+                return usage_error("--master-port '%s' is not a port in 1..65535", val);
+            master_port = val;
+            break;
+        case F_RDZV_ID:
+            if (run_log_name_check(val) < 0)
+                return usage_error("--rdzv-id '%s': use 1 to 64 letters, digits, '-', '_' or '.'", val);
+            o->rdzv_id = val;
+            break;
+        case F_RDZV_BACKEND:
+            if (strcmp(val, "c10d") && strcmp(val, "static"))
+                return usage_error("--rdzv-backend '%s': baton's store stands in for c10d and static only", val);
+            break;
         }
     }
     if (i >= argc) return usage_error("no program given: usage: baton run [options] [--] PROGRAM [ARGS...]");
     o->prog = argv + i;
+    if (master_addr || master_port) {   /* torchrun's static rendezvous: node 0's address and port */
+        if (rdzv)
+            return usage_error("--rdzv %s and --master-addr/--master-port both name the store; pass one of them", rdzv);
+        char hp[300];
+        const char *h = master_addr ? master_addr : "127.0.0.1";
+        snprintf(hp, sizeof hp, strchr(h, ':') && h[0] != '[' ? "[%s]:%s" : "%s:%s", h,
+                 master_port ? master_port : "29500");
+        if (parse_rdzv(hp, o) < 0) return usage_error("--master-addr '%s' is not a host name or address", h);
+    }
+    if (standalone && o->nnodes > 1)
+        return usage_error("--standalone runs one node; drop it or --nnodes %ld", o->nnodes);
+    if (standalone && o->have_rdzv)
+        return usage_error("--standalone puts the store on a free local port; drop it or the store's address");
     if (o->node_rank >= o->nnodes)
         return usage_error("--node-rank %ld must be below --nnodes %ld", o->node_rank, o->nnodes);
     if (o->nnodes > 1 && !o->have_rdzv)
         return usage_error("--nnodes %ld needs --rdzv HOST:PORT (where node 0 hosts the store; the same on every node)",
                            o->nnodes);
-    if (o->nnodes > 1 && o->max_restarts > 0)
-        return usage_error("--max-restarts works on a single node only; drop it or use --nnodes 1");
+    if (o->elastic && !o->have_rdzv)
+        return usage_error("--nnodes MIN:MAX needs --rdzv HOST:PORT (hosted by the launcher with --node-rank 0)");
+    if (o->nnodes > 1 && o->max_restarts > 0 && !o->elastic)
+        return usage_error("--max-restarts works on a single node only, or with --nnodes MIN:MAX; drop it or use "
+                           "--nnodes 1");
     if (o->nproc * o->nnodes > (1L << 20))
         return usage_error("world size %ld x %ld is too large (at most %d)", o->nnodes, o->nproc, 1 << 20);
     return -1;
@@ -209,15 +281,6 @@ static const char *const overridden[] = {
     "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
 };
 
-typedef struct {
-    const run_opts *o;
-    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
-    char job_id[17];
-    char store_host[256];         /* what workers connect to */
-    int store_port;
-    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
-    int restart;
-} job;
 
 static int is_overridden(const char *kv, const char *timeout) {
     for (size_t k = 0; k < sizeof overridden / sizeof overridden[0]; k++) {
@@ -283,7 +346,7 @@ oom:
 
 /* ---- shared-memory leftovers ----------------------------------------------------------------------- */
 
-static void remove_shm_leftovers(const char *job_id) {
+void remove_shm_leftovers(const char *job_id) {
     char prefix[64];
     int pl = snprintf(prefix, sizeof prefix, "baton-%s-", job_id);
     DIR *d = opendir("/dev/shm");
@@ -299,36 +362,63 @@ static void remove_shm_leftovers(const char *job_id) {
 
 /* Spawns the local workers with the job's environment and waits for them. Returns 0 with *out filled, or
  * -1 when they could not be started. */
-static int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out) {
+int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out) {
     const run_opts *o = j->o;
     int n = (int)o->nproc;
     char ***envs = calloc((size_t)n, sizeof *envs);
     int *ranks = calloc((size_t)n, sizeof *ranks);
-    int rc = -1;
+    int rc = -1, *logs = NULL;
     memset(g, 0, sizeof *g);
     if (!envs || !ranks) goto done;
     for (int i = 0; i < n; i++) {
         ranks[i] = (int)(o->node_rank * o->nproc + i);
         if (!(envs[i] = build_env(j, i))) goto done;
     }
-    if (run_group_spawn(g, n, ranks, o->prog, (char **const *)envs, o->tag) < 0) goto done;
+    if (o->log_dir) {
+        if (!(logs = malloc(2 * (size_t)n * sizeof *logs))) goto done;
+        if (run_logs_open(o->log_dir, o->rdzv_id, j->job_id, j->restart, n, ranks, logs) < 0) {
+            free(logs);
+            logs = NULL;
+            goto failed;
+        }
+        char dir[4400];
+        run_logs_job_dir(o->log_dir, o->rdzv_id, j->job_id, j->restart, dir, sizeof dir);
+        fprintf(stderr, "baton run: the workers' output goes to %s/RANK/{stdout,stderr}.log\n", dir);
+    }
+    if (run_group_spawn(g, n, ranks, o->prog, (char **const *)envs, o->tag, logs) < 0) goto failed;
     *out = run_group_wait(g, sigfd, poll, ctx);
     rc = 0;
 done:
-    if (rc < 0 && (!envs || !ranks)) fprintf(stderr, "baton run: out of memory\n");
+    if (rc < 0 && (!envs || !ranks || (o->log_dir && !logs))) fprintf(stderr, "baton run: out of memory\n");
+failed:
+    run_logs_close(logs, n);
+    free(logs);
     for (int i = 0; envs && i < n; i++) free_env(envs[i]);
     free(envs);
     free(ranks);
     return rc;
 }
 
-static int exit_code_for(const run_outcome *oc) {
+/* With --log-dir, the end of each failed rank's stderr.log (the terminal saw none of it). */
+static void show_failed_logs(const job *j, const run_group *g) {
+    if (!j->o->log_dir) return;
+    char dir[4400], path[4500];
+    run_logs_job_dir(j->o->log_dir, j->o->rdzv_id, j->job_id, j->restart, dir, sizeof dir);
+    for (int i = 0; i < g->n; i++)
+        if (!g->w[i].stopped && !(WIFEXITED(g->w[i].status) && WEXITSTATUS(g->w[i].status) == 0)) {
+            snprintf(path, sizeof path, "%s/%d/stderr.log", dir, g->w[i].rank);
+            fprintf(stderr, "baton run: the end of rank %d's %s:\n", g->w[i].rank, path);
+            run_logs_show_tail(path, 5);
+        }
+}
+
+int exit_code_for(const run_outcome *oc) {
     if (oc->result == RUN_OK) return 0;
     if (oc->result == RUN_INTERRUPTED) return 128 + oc->signo;
     return 1;
 }
 
-static int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv) {
+int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv) {
     if (baton_store_server_start(host, port, secret, BATON_STORE_SECRET_BYTES, srv) < 0) {
         fprintf(stderr, "baton run: cannot start the rendezvous store on %s:%d: %s\n", host, port, baton_last_error());
         return -1;
@@ -339,7 +429,7 @@ static int start_store(const char *host, int port, const uint8_t *secret, baton_
 /* MASTER_ADDR:MASTER_PORT is where rank 0 of a torch.distributed env:// job hosts torch's own store, so
  * MASTER_PORT must be a port nobody holds (baton's store speaks another protocol): one the OS hands out on
  * `host` now, released at once (torchrun picks its port the same way). */
-static int pick_torch_port(const char *host, int *port) {
+int pick_torch_port(const char *host, int *port) {
     int fd;
     if (baton__tcp_listen(host, port, &fd) < 0) {
         fprintf(stderr, "baton run: cannot find a free port on %s for MASTER_PORT: %s\n", host, baton_last_error());
@@ -386,6 +476,7 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
             return 0;
         }
         run_group_report(&g, prefix);
+        show_failed_logs(j, &g);
         for (int i = 0; i < g.n && hl < sizeof history - 128; i++)
             if (!g.w[i].stopped && !(WIFEXITED(g.w[i].status) && WEXITSTATUS(g.w[i].status) == 0)) {
                 char how[96];
@@ -431,7 +522,7 @@ static int poll_abort(void *p, char *why, size_t len) {
 }
 
 /* A pending SIGINT / SIGTERM / SIGHUP during the rendezvous or the final wait: returns the signal or 0. */
-static int pending_stop_signal(int sigfd) {
+int pending_stop_signal(int sigfd) {
     struct signalfd_siginfo si;
     int got = 0;
     while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
@@ -593,6 +684,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     if (started) {
         run_group_read_failures(&g, st);
         run_group_report(&g, "");
+        show_failed_logs(j, &g);
     }
     if (oc.result == RUN_REMOTE) fprintf(stderr, "baton run: stopped because of another node: %s\n", oc.why);
     run_group_free(&g);
@@ -694,7 +786,8 @@ int baton_cmd_run(int argc, char **argv) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
 
-    code = o.nnodes > 1 ? run_multi_node(&j, secret, sigfd) : run_single_node(&j, secret, sigfd);
+    code = o.elastic ? run_elastic(&j, secret, sigfd)
+           : o.nnodes > 1 ? run_multi_node(&j, secret, sigfd) : run_single_node(&j, secret, sigfd);
 
     /* the signals stay blocked: one that arrives now must not kill us before main() returns the code */
     close(sigfd);

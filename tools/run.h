@@ -2,16 +2,19 @@
  * tools/run_group.c (one attempt's worker processes: spawn, output relay, signals, reaping, stopping).
  *
  *   run_group g;
- *   run_group_spawn(&g, &spec, envs);           // forks N workers into one new process group
+ *   run_group_spawn(&g, n, ranks, argv, envs, tag, log_fds);   // forks N workers into one process group
  *   run_outcome o = run_group_wait(&g, sigfd, poll_remote, ctx);
- *   run_group_report(&g, &o, "attempt 0: ");   // "baton run: rank 2 exited with code 3", ...
+ *   run_group_report(&g, "attempt 0: ");       // "baton run: rank 2 exited with code 3", ...
  *   run_group_free(&g);
  */
 #ifndef BATON_TOOLS_RUN_H
 #define BATON_TOOLS_RUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "rendezvous/store.h"
 
 enum {
     RUN_GRACE_MS = 3000,   /* SIGTERM -> SIGKILL when the launcher stops its workers */
@@ -67,7 +70,8 @@ typedef int (*run_poll_fn)(void *ctx, char *why, size_t why_len);
 
 /* Forks one worker per envs[i] (a NULL-terminated "K=V" array) running argv. Returns 0, or -1 after a
  * message (the workers already started are killed and reaped). */
-int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag);
+int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag,
+                    const int *log_fds);   /* log_fds: stdout and stderr of each worker (2n), or NULL */
 run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll, void *ctx);
 /* Prints one line per failed or stopped worker to stderr, each prefixed with prefix, the likely root cause
  * marked "(first failure)". When every rank that failed did so waiting for others (timeouts, dead peers) and
@@ -79,7 +83,52 @@ void run_group_free(run_group *g);
 struct baton_store;
 void run_group_read_failures(run_group *g, struct baton_store *st);
 
+/* --log-dir (tools/run_logs.c). run_log_name_check: 0 when s can name a directory (1..64 of [A-Za-z0-9._-]).
+ * run_logs_open makes DIR/JOB/attempt_K/RANK/ for each of the n ranks and opens its stdout.log and
+ * stderr.log (fds[2i], fds[2i+1]); -1 after a message, nothing left open. run_logs_job_dir: the path of
+ * DIR/JOB/attempt_K. run_logs_show_tail: the last `lines` lines of a log, indented, on stderr. */
+int run_log_name_check(const char *s);
+int run_logs_open(const char *dir, const char *rdzv_id, const char *job_id, int attempt, int n, const int *ranks,
+                  int *fds);
+void run_logs_close(int *fds, int n);
+void run_logs_job_dir(const char *dir, const char *rdzv_id, const char *job_id, int attempt, char *out, size_t cap);
+void run_logs_show_tail(const char *path, int lines);
+
 /* "exited with code 3" / "killed by signal 9 (SIGKILL)" */
 void run_describe_status(int status, char *out, size_t len);
+
+/* ---- run.c internals shared with run_elastic.c ---- */
+typedef struct {
+    long nproc, nnodes, node_rank, max_restarts;
+    long nnodes_min;              /* --nnodes MIN:MAX: MIN (elastic when given), else nnodes */
+    int elastic;
+    const char *timeout;          /* --timeout as given (validated), or NULL */
+    int tag;
+    int have_rdzv;
+    char rdzv_host[256];
+    int rdzv_port;
+    char **prog;                  /* PROGRAM ARGS... (NULL-terminated, from argv) */
+    const char *log_dir;          /* --log-dir, or NULL: workers write to the launcher's stdout/stderr */
+    const char *rdzv_id;          /* --rdzv-id, or NULL */
+} run_opts;
+
+typedef struct {
+    const run_opts *o;
+    char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];
+    char job_id[17];
+    char store_host[256];         /* what workers connect to */
+    int store_port;
+    int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
+    int restart;
+} job;
+
+int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out);
+int exit_code_for(const run_outcome *oc);
+int start_store(const char *host, int port, const uint8_t *secret, baton_store_server **srv);
+int pick_torch_port(const char *host, int *port);
+void remove_shm_leftovers(const char *job_id);
+int pending_stop_signal(int sigfd);
+/* run_elastic.c: --nnodes MIN:MAX */
+int run_elastic(job *j, const uint8_t *secret, int sigfd);
 
 #endif

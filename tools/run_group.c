@@ -109,9 +109,11 @@ static void reap_all(run_group *g) {
             }
 }
 
-int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag) {
+int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], char **const envs[], int tag,
+                    const int *log_fds) {
     memset(g, 0, sizeof *g);
     g->n = n;
+    if (log_fds) tag = 0;   /* --log-dir: each worker writes its own files, nothing to relay */
     g->tag = tag;
     g->w = calloc((size_t)n, sizeof *g->w);
     if (!g->w) {
@@ -132,6 +134,7 @@ int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], c
         w->rank = ranks[i];
         w->fail_peer = -1;
         int child_out[2] = {-1, -1};
+        const int *own = log_fds ? log_fds + 2 * i : NULL;   /* the launcher keeps and closes these */
         if (tag) {
             for (int s = 0; s < 2; s++) {
                 int p[2];
@@ -146,7 +149,7 @@ int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], c
         }
         pid_t pid = fork();
         if (pid < 0) goto fail_sys;
-        if (pid == 0) child_exec(self, g->pgid, devnull, child_out, argv, envs[i]);
+        if (pid == 0) child_exec(self, g->pgid, devnull, own ? own : child_out, argv, envs[i]);
         if (g->pgid == 0) g->pgid = pid;
         setpgid(pid, g->pgid);   /* also done by the child; whichever runs first wins, the other is a no-op */
         w->pid = pid;

@@ -22,10 +22,12 @@
 #include "baton/nn.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "commands.h"
 #include "train.h"
 #include "train_bucket.h"
 #include "train_metrics.h"
+#include "train_summary.h"
 #include "util/util.h"
 
 typedef struct {
@@ -63,6 +65,7 @@ static const char usage_text[] =
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
+    "  --min-lr LR            the lr cosine decays to (default 0)\n"
     "  --warmup-steps N       warmup steps (default 100; --warmup is the same)\n"
     "  --lr-scaling none|linear       linear: lr x world size (the effective batch grows with it)\n"
     "  --step-every N --gamma G       step decay: lr *= G every N steps (defaults 1 epoch, 0.1)\n"
@@ -91,6 +94,8 @@ static const char usage_text[] =
     "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
     "                         double after 2000 clean steps); --loss-scale-init S sets the start\n"
     "  --no-zero-copy         keep the gradients in private memory (the all-reduce stages them)\n"
+    "  --zero 0|1|2           ZeRO: 1 shards the optimizer state over the ranks, 2 also the reduced gradients\n"
+    "                         (docs/zero.md)\n"
     "  --trace FILE.json      write a Chrome/Perfetto timeline of every rank (main and comm threads)\n";
 
 static int bad(const char *flag, const char *why) {
@@ -151,7 +156,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--no-prefetch")) { o->no_prefetch = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -183,6 +188,11 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         LONG_OPT("--train-samples", train_samples, 1, 10000000)
         LONG_OPT("--log-every", log_every, 1, 1000000000)
         LONG_OPT("--checkpoint-every", ckpt_every, 1, 1000000000)
+        if (!strcmp(flag, "--zero")) {
+            if (baton__parse_long(val, 0, 2, &l) < 0) return bad(flag, "expects 0, 1 or 2 (the ZeRO stage)");
+            o->ddp.zero = (int)l;
+            continue;
+        }
         DBL_OPT("--lr", lr, 1e-12, 100.0)
         DBL_OPT("--momentum", momentum, 0.0, 0.999999)
         DBL_OPT("--weight-decay", weight_decay, 0.0, 10.0)
@@ -280,19 +290,26 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     if (o->steps_set && !o->epochs_set) o->epochs = 100000;
     if ((o->resume || o->ckpt_every) && !o->checkpoint)
         return bad(o->resume ? "--resume" : "--checkpoint-every", "needs --checkpoint DIR");
+    if ((!strcmp(o->optim, "lars") || !strcmp(o->optim, "lamb")) && o->ddp.zero)
+        return bad("--optim", "lars and lamb need each layer whole for its trust ratio, which --zero splits across "
+                   "ranks; use --zero 0 with them");
+    if (o->bucket_auto && o->ddp.zero)
+        return bad("--bucket-mb auto", "cannot be combined with --zero (trying caps rebuilds the engine, which would "
+                   "re-shard the optimizer); give a size in MB");
     return 0;
 }
 
-/* The settings a resumed run must share with the checkpoint: they fix the shapes and the data order. */
+/* The settings a resumed run must share with the checkpoint: they fix the shapes and the data order. The world
+ * size, batch and accumulation may change (the position is converted, tools/train_zero.c). */
 static void config_fingerprint(const train_opts *o, long world, char *out, size_t cap) {
     char h[128] = "", c[128] = "";
     for (int i = 0; i < o->mc.n_hidden; i++) snprintf(h + strlen(h), sizeof h - strlen(h), "%s%d", i ? "," : "", o->mc.hidden[i]);
     for (int i = 0; o->mc.kind == BATON_MODEL_CNN && i < o->mc.n_channels; i++)
         snprintf(c + strlen(c), sizeof c - strlen(c), "%s%d", i ? "," : "", o->mc.channels[i]);
+    (void)world;
     snprintf(out, cap, "model=%s hidden=%s channels=%s dropout=%.9g optim=%s seed=%llu data=%s train_samples=%ld "
-             "batch=%ld accum=%ld world=%ld drop_last=%d", o->model, h, *c ? c : "-", o->dropout, o->optim,
-             (unsigned long long)o->seed, o->data, !strcmp(o->data, "synthetic") ? o->train_samples : 0, o->batch,
-             o->accum, world, o->drop_last);
+             "drop_last=%d", o->model, h, *c ? c : "-", o->dropout, o->optim, (unsigned long long)o->seed, o->data,
+             !strcmp(o->data, "synthetic") ? o->train_samples : 0, o->drop_last);
 }
 
 /* --checkpoint without --resume needs a directory without checkpoints; with --resume, restores the newest
@@ -319,8 +336,9 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
         fprintf(stderr, "baton train: --resume: %s\n", baton_last_error());
         return rc == BATON_EMISMATCH ? 2 : 1;
     }
-    if (pos->epoch * steps_per_epoch + pos->epoch_step != pos->step || pos->epoch_step >= steps_per_epoch ||
-        pos->sample_offset != pos->epoch_step * o->batch * o->accum) {
+    if (train_resume_geometry(talk, pos, ck->world, o->batch * o->accum, steps_per_epoch, o->lr_linear) != 0) return 2;
+    if ((pos->world == ck->world && pos->epoch * steps_per_epoch + pos->epoch_step != pos->step) ||
+        pos->epoch_step >= steps_per_epoch || pos->sample_offset != pos->epoch_step * o->batch * o->accum) {
         fprintf(stderr, "baton train: --resume: %s/step-%ld: epoch %ld, step %ld of it, offset %ld do not fit %ld steps "
                 "per epoch\n", o->checkpoint, pos->step, pos->epoch, pos->epoch_step, pos->sample_offset, steps_per_epoch);
         return 2;
@@ -348,6 +366,7 @@ int baton_cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++)   /* the GPT trainer has its own options and loop (tools/train_gpt.c) */
         if ((!strcmp(argv[i], "--model") && i + 1 < argc && !strcmp(argv[i + 1], "gpt")) || !strcmp(argv[i], "--model=gpt"))
             return baton_cmd_train_gpt(argc, argv);
+    uint64_t t_start = baton__now_ns();
     train_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
@@ -362,7 +381,7 @@ int baton_cmd_train(int argc, char **argv) {
     train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1},
                           {"--metrics", o.metrics && strcmp(o.metrics, "none") ? o.metrics : NULL, 0}};
     if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
-    baton_set_threads(o.threads ? (int)o.threads : train_default_threads(le.local_size));
+    int threads = train_threads(o.threads, &le);
 
     baton_comm *comm = NULL;
     baton_dataset train = {0}, test = {0};
@@ -423,7 +442,7 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     o.ddp.trace = trace;   /* broadcasts rank 0's replica, checks it, builds the buckets, hooks the tape */
-    if (rc < 0 || (rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
+    if (rc < 0 || (rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0 || (rc = baton_ddp_attach_optim(ddp, opt)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
@@ -436,7 +455,7 @@ int baton_cmd_train(int argc, char **argv) {
                                .lr = (float)lr, .warmup = o.warmup < total ? o.warmup : total / 10,
                                .total = total, .min_lr = (float)o.min_lr,
                                .step_every = o.step_every ? o.step_every : steps_per_epoch, .gamma = (float)o.gamma};
-    progress prog = {.tty = rank == 0 && isatty(STDERR_FILENO),
+    progress prog = {.tty = rank == 0 && isatty(STDERR_FILENO), .by_steps = o.steps_set, .total = total,
                      .log_every = o.log_every ? o.log_every : (steps_per_epoch / 5 > 0 ? steps_per_epoch / 5 : 1)};
     int talk = rank == 0 && (!o.json || prog.tty);   /* progress lines: rank 0 only */
     long epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
@@ -451,7 +470,7 @@ int baton_cmd_train(int argc, char **argv) {
     exit_code = 1;
     if (train_prefetch_start(&pf, &train, (int)o.batch, !o.no_prefetch) < 0) goto out;
     train_bucket_auto ba = {0};
-    if (o.bucket_auto && train_bucket_auto_start(&ba, &ddp, comm, params, tape, &o.ddp, total - pos.step) < 0) {
+    if (o.bucket_auto && train_bucket_auto_start(&ba, &ddp, comm, params, tape, opt, &o.ddp, total - pos.step) < 0) {
         fprintf(stderr, "baton train: --bucket-mb auto: %s\n", baton_last_error());
         goto out;
     }
@@ -473,14 +492,21 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     if (talk)
-        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld steps (%ld epochs x %ld), %ld rank(s) x batch %ld x "
-                        "accum %ld = effective batch %ld, %s lr %g%s, %d threads/rank\n", o.model, o.data,
-                baton_params_numel(params), total, epochs, steps_per_epoch, world, o.batch, o.accum, per_step * world,
-                o.optim, lr, o.lr_linear ? " (linear scaling)" : "", o.threads ? (int)o.threads : train_default_threads(le.local_size));
+        fprintf(stderr, "baton train: %s on %s, %zu parameters, %ld %s (%ld %s x %ld), %ld %s x batch %ld x accum %ld = "
+                "effective batch %ld, %s lr %g%s, %d %s\n", o.model, o.data, baton_params_numel(params), total,
+                cli_plural(total, "step", "steps"), epochs, cli_plural(epochs, "epoch", "epochs"), steps_per_epoch,
+                world, cli_plural(world, "rank", "ranks"), o.batch, o.accum, per_step * world, o.optim, lr,
+                o.lr_linear ? " (linear scaling)" : "", threads, cli_plural(threads, "thread/rank", "threads/rank"));
+    char what[128];
+    snprintf(what, sizeof what, "%s on %s", o.model, o.data);
+    train_summary sum = {.what = what, .world = world, .threads = threads, .resumed_from = pos.step,
+                         .save = o.save, .trace = o.trace, .checkpoint = o.checkpoint};
 
     double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = pos.step, evaluated = 0;
     uint64_t train_ns = 0, ckpt_ns = 0;
+    prog.first_step = pos.step;
+    prog.start_ns = baton__now_ns();
     for (long epoch = pos.epoch; step < total; epoch++) {
         baton_dist_sampler_set_epoch(&sampler, epoch);
         long first_s = epoch == pos.epoch ? pos.epoch_step : 0, epoch_samples = steps_per_epoch * per_step;
@@ -520,8 +546,11 @@ int baton_cmd_train(int argc, char **argv) {
                 goto out;
             }
             t = baton__now_ns();
-            if (!skip && o.clip > 0) baton_clip_grad_norm(params, (float)o.clip);
-            if (!skip) baton_optim_step(opt, baton_lr_at(&sched, step));
+            float step_lr = baton_lr_at(&sched, step);
+            if (!skip && baton_ddp_step(ddp, opt, step_lr, (float)o.clip, NULL) < 0) {   /* clip + step (+ ZeRO gather) */
+                fprintf(stderr, "\nbaton train: optimizer step %ld: %s\n", step, baton_last_error());
+                goto out;
+            }
             if (rank == slow_rank && slow_pct > 0)
                 baton__sleep_ns((uint64_t)((mf[TM_FWD] + mf[TM_BWD] + (double)(baton__now_ns() - t) * 1e-6) * 1e6 *
                                            (double)slow_pct / 100.0));
@@ -537,7 +566,7 @@ int baton_cmd_train(int argc, char **argv) {
                 mf[TM_COMM] = (double)(st1.comm_ns - st0.comm_ns) * 1e-6;
                 mf[TM_BYTES] = comm ? (double)st1.bytes_per_step : 0.0;
                 mf[TM_LOSS] = step_loss;
-                mf[TM_LR] = baton_lr_at(&sched, step);
+                mf[TM_LR] = step_lr;
                 mf[TM_EPOCH] = (double)epoch;
                 train_metrics_step(&metrics, step, mf);
             }
@@ -559,9 +588,10 @@ int baton_cmd_train(int argc, char **argv) {
             ep_loss += step_loss;
             ep_steps++;
             double sps = (double)ep_seen * world / ((double)(baton__now_ns() - ep_t0) * 1e-9);
-            if (rank == 0)
-                train_progress_step(&prog, epoch + 1, epochs, s + 1, steps_per_epoch, ep_loss / ep_steps,
-                              (double)ep_correct / ep_seen, sps, s + 1 == steps_per_epoch || step + 1 == total);
+            progress_at at = {.epoch = epoch + 1, .epochs = epochs, .step_in_epoch = s + 1,
+                              .steps_per_epoch = steps_per_epoch, .step = step + 1, .loss = ep_loss / ep_steps,
+                              .acc = (double)ep_correct / ep_seen, .lr = step_lr, .sps = sps};
+            if (rank == 0) train_progress_step(&prog, &at, s + 1 == steps_per_epoch || step + 1 == total);
             if (o.checkpoint && ((step + 1) % ckpt_every == 0 || step + 1 == total)) {
                 t = baton__now_ns();
                 baton_ckpt_state cs = {.step = step + 1, .epoch = epoch + (s + 1) / steps_per_epoch,
@@ -573,6 +603,7 @@ int baton_cmd_train(int argc, char **argv) {
                 }
                 ckpt_ns += baton__now_ns() - t;
                 ckpts++;
+                sum.last_checkpoint = step + 1;
             }
         }
         uint64_t t = baton__now_ns();
@@ -583,6 +614,7 @@ int baton_cmd_train(int argc, char **argv) {
         SPAN(BATON_EV_EVAL, t);
         train_metrics_eval(&metrics, step, epoch + 1, test_acc, test_loss);
         evaluated++;
+        train_summary_eval(&sum, epoch + 1, test_acc, test_loss);
         if (prog.tty) fputc('\n', stderr);
         if (rank == 0)
             fprintf(stderr, "epoch %ld/%ld: train loss %.4f acc %.2f%% (rank 0) | test loss %.4f acc %.2f%% | %.1f s\n",
@@ -593,6 +625,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());   /* resumed at the last step */
         goto out;
     }
+    if (!evaluated) train_summary_eval(&sum, pos.epoch, test_acc, test_loss);
     long ran = step - pos.step, window = ran < LOSS_WINDOW ? ran : LOSS_WINDOW;   /* steps this process ran */
     double final_loss = 0.0, secs = (double)train_ns * 1e-9;
     for (long i = 0; i < window; i++) final_loss += losses[(step - 1 - i) % LOSS_WINDOW] / window;
@@ -621,11 +654,7 @@ int baton_cmd_train(int argc, char **argv) {
     }
 
     if (o.save && rank == 0) {
-        char hidden[128] = "";
-        for (int i = 0; i < o.mc.n_hidden; i++)
-            snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), "%s%d", i ? "," : "", o.mc.hidden[i]);
-        const char *meta[] = {"format", "pt", "producer", "baton train", "model", o.model, "hidden", hidden};
-        if (baton_st_save_params(o.save, params, meta, 4) < 0) {
+        if (train_save_model(o.save, params, &o.mc, o.data) < 0) {
             fprintf(stderr, "baton train: --save: %s\n", baton_last_error());
             goto out;
         }
@@ -634,7 +663,19 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: --trace: %s\n", baton_last_error());
         goto out;
     }
-    if (talk && st.skipped) fprintf(stderr, "baton train: %ld step(s) skipped for non-finite gradients\n", st.skipped);
+    if (talk) train_memory_summary(&sum, ddp, opt, o.ddp.zero);
+    if (st.skipped)
+        train_summary_add(&sum, "skipped", "%ld %s for non-finite gradients", st.skipped,
+                          cli_plural(st.skipped, "step", "steps"));
+    if (talk) {
+        sum.wall_s = (double)(baton__now_ns() - t_start) * 1e-9;
+        sum.train_s = secs;
+        sum.steps = ran;
+        sum.epochs = epochs - pos.epoch;
+        sum.samples = (double)ran * per_step * world;
+        sum.checkpoints = ckpts;
+        train_summary_print(&sum, stderr);
+    }
     if (o.json && rank == 0) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", o.model);
@@ -674,7 +715,8 @@ int baton_cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "data_wait_pct", diag.data_pct);
             cJSON_AddStringToObject(j, "diagnosis", diag.text);
         }
-        cJSON_AddNumberToObject(j, "threads", o.threads ? (double)o.threads : (double)train_default_threads(le.local_size));
+        train_json_memory(j, ddp, opt, o.ddp.zero);
+        cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);

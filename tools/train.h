@@ -8,12 +8,15 @@
 #ifndef BATON_TOOLS_TRAIN_H
 #define BATON_TOOLS_TRAIN_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 
 #include "baton/comm.h"
 #include "baton/data.h"
 #include "baton/ddp.h"
 #include "baton/nn.h"
+#include "ckpt/checkpoint.h"
+#include "train_summary.h"
 
 typedef struct {
     float *x;            /* (B, dim) */
@@ -23,8 +26,22 @@ typedef struct {
 typedef struct {
     int tty;             /* stderr is a terminal: redraw one bar line */
     long log_every;      /* otherwise: one line every log_every steps */
+    int by_steps;        /* --steps given: the bar fills against the run's steps, not the epoch's */
+    long total;          /* the run's last step (the schedule's length) */
+    long first_step;     /* the step this process started at (a resumed run: not 0) */
+    uint64_t start_ns;   /* when this process started training (CLOCK_MONOTONIC) */
     uint64_t last_draw_ns;
 } progress;
+
+/* Where the run stands after one optimizer step, for the progress line. */
+typedef struct {
+    long epoch, epochs;                   /* 1-based epoch, of epochs */
+    long step_in_epoch, steps_per_epoch;  /* steps done in this epoch (1-based), of steps_per_epoch */
+    long step;                            /* steps done in the run (1-based), of progress.total */
+    double loss, acc;                     /* the epoch's mean training loss and accuracy (0..1) so far */
+    double lr;                            /* the learning rate this step used */
+    double sps;                           /* samples per second, all ranks, over this epoch */
+} progress_at;
 
 int train_batch_alloc(batch_buf *b, int n, int dim);   /* -1 on out of memory */
 void train_batch_free(batch_buf *b);
@@ -39,8 +56,9 @@ int train_evaluate_all(baton_comm *comm, baton_model *m, baton_tape *t, const ba
 /* --data fashion-mnist|synthetic into train and test. */
 int train_load_data(const char *data, const char *data_dir, long train_samples, uint64_t seed, baton_dataset *train,
                     baton_dataset *test);
-void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch, double loss,
-                         double acc, double sps, int force);
+/* A terminal gets one redrawn line (at most 10 a second, or when force): a bar, loss, accuracy, lr, samples/s,
+ * elapsed time and ETA; otherwise one line every log_every steps of the epoch (or when force). */
+void train_progress_step(progress *p, const progress_at *at, int force);
 /* One output path of baton train: a file (--save, --trace) or a directory (--checkpoint). */
 typedef struct {
     const char *flag;    /* "--save" */
@@ -51,12 +69,29 @@ typedef struct {
  * file is made and removed), a file path is not a directory, a directory path is not a file. Prints one
  * line naming the flag and returns 2 (the exit code) on the first bad one, else 0. (tools/train_out.c) */
 int train_check_outputs(const train_output *outs, int n);
+/* --save: the parameters (F32, under their names) with metadata that describes the model completely: model,
+ * architecture, hidden, channels (cnn), input_shape (C,H,W), classes, data, and for image data input_mean,
+ * input_std and input_normalization (docs/pytorch.md rebuilds the model from these). (tools/train_out.c) */
+int train_save_model(const char *path, const baton_params *params, const baton_model_config *mc, const char *data);
 /* The schedule a resumed run follows: the checkpoint's (ckpt), extended to `total` steps when the command
  * line asks for more; refuses (2) when `done` > total. `how` names the flag ("--steps 40"). On success
  * *cmdline is replaced by the schedule to use. (tools/train_sched.c) */
 int train_resume_schedule(int talk, long done, long total, const char *how, baton_lr_schedule *cmdline,
                           const baton_lr_schedule *ckpt);
-int train_default_threads(int local_size);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
+int train_default_threads(int local_size);
+/* tools/train_zero.c: memory per rank (parameters, gradients, optimizer state, peak RSS) in the final JSON and
+ * the summary. */
+uint64_t train_peak_rss_bytes(void);
+/* A resume on another world size or per-rank batch: converts the checkpoint's position (samples of the epoch
+ * consumed) to this run's steps and, under --lr-scaling linear, rescales the schedule to the new world size.
+ * Prints a note (talk); returns 0, or 2 with a message when the position does not fit. */
+int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_step, long steps_per_epoch,
+                          int lr_linear);
+void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero);
+void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero);
+/* Sets and returns the compute threads: `asked` (--threads; 0: train_default_threads). When asked x the
+ * launcher's local ranks exceed the usable cores, local rank 0 warns (the ranks would fight over cores). */
+int train_threads(long asked, const baton_launch_env *le);   /* cores / local world size (the launcher's; -1 unknown), at least 1 */
 /* tools/train_gpt.c: `baton train --model gpt` (its own options and loop). */
 int baton_cmd_train_gpt(int argc, char **argv);
 

@@ -3,7 +3,8 @@
  * backward); the ranks agree on the slowest rank's median for each cap (the job waits for the slowest), and
  * the cap with the least is kept for the rest of the run. The first bucket stays at its default (1 MiB), so
  * communication starts as early as before. Changing the cap rebuilds the DDP engine between two steps (the
- * replicas are identical then, so the rebuild's broadcast changes nothing; the loss scaler is carried over). */
+ * replicas are identical then, so the rebuild's broadcast changes nothing; the loss scaler is carried over).
+ * Not with ZeRO (baton train refuses the combination): re-attaching the optimizer would re-shard its state. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,17 +18,18 @@ static int rebuild(train_bucket_auto *a, double cap) {
     *a->ddp = NULL;
     a->cfg->bucket_mb = cap;
     int rc = baton_ddp_new(a->ddp, a->comm, a->params, a->tape, a->cfg);
-    if (rc < 0) return rc;
+    if (rc < 0 || (rc = baton_ddp_attach_optim(*a->ddp, a->opt)) < 0) return rc;
     return baton_ddp_set_scaler(*a->ddp, &sc);
 }
 
 int train_bucket_auto_start(train_bucket_auto *a, baton_ddp **ddp, baton_comm *comm, baton_params *params,
-                            baton_tape *tape, baton_ddp_config *cfg, long total_steps) {
+                            baton_tape *tape, baton_optim *opt, baton_ddp_config *cfg, long total_steps) {
     memset(a, 0, sizeof *a);
     a->ddp = ddp;
     a->comm = comm;
     a->params = params;
     a->tape = tape;
+    a->opt = opt;
     a->cfg = cfg;
     double total_mb = (double)baton_params_numel(params) * sizeof(float) / (1024.0 * 1024.0);
     static const double ladder[] = {0.25, 1, 4, 16, 64, 256};

@@ -8,6 +8,7 @@
  * Evaluation: the first --eval-windows validation windows, sharded over the ranks, summed. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +20,18 @@
 #include "baton/gpt.h"
 #include "baton/text.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "train.h"
 #include "util/util.h"
 
 typedef struct {
     const char *data, *data_dir, *save;
+    double time_limit;        /* --time-limit seconds of training, 0 = none */
     long steps, batch, threads, warmup, eval_every, eval_windows, log_every;
     double lr, min_lr, weight_decay, clip, beta2;
     uint64_t seed;
     int json, min_lr_set;
+    int bf16, gemm;           /* --precision bf16; --gemm: the f32 library (baton_gemm_backend) */
     baton_gpt_config gc;
     baton_ddp_config ddp;
 } gpt_opts;
@@ -40,11 +44,16 @@ static const char usage_text[] =
     "  --steps S              optimizer steps (default 1000)\n"
     "  --batch B              windows of T tokens per step per rank (default 16)\n"
     "  --lr LR --min-lr LR    peak and final learning rate (default 1e-3 and lr/10)\n"
-    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100)\n"
+    "  --warmup-steps N       linear warmup, then cosine decay to --min-lr at the last step (default 100;\n"
+    "                         --warmup is the same)\n"
     "  --weight-decay WD      AdamW decay of matrices and embeddings (default 0.1; betas 0.9, --beta2 0.99)\n"
     "  --clip NORM            global gradient-norm clip (default 1; 0 = off)\n"
     "  --eval-every N         validation every N steps and at the end (default 100)\n"
+    "  --time-limit SEC       stop after the step that reaches SEC seconds of training (then evaluate, save)\n"
     "  --eval-windows N       validation windows per evaluation (default 32)\n"
+    "  --precision f32|bf16   matrix multiplies in f32, or bf16 with f32 accumulation and f32 master weights\n"
+    "                         (needs AVX512_BF16 or AMX; elsewhere a note and f32) (default f32)\n"
+    "  --gemm onednn|openblas f32 matrix-multiply library (default onednn: faster here, docs/decisions.md)\n"
     "  --seed N --threads T --log-every N --save FILE.safetensors --json\n"
     "  --bucket-mb MB --no-overlap --grad-dtype f32|bf16|f16   data-parallel (docs/ddp.md)\n";
 
@@ -68,6 +77,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
     o->seed = 1;
     o->gc = (baton_gpt_config){.vocab = BATON_TEXT_VOCAB, .context = 256, .layers = 6, .heads = 6, .dim = 384};
     o->ddp = baton_ddp_defaults();
+    o->gemm = BATON_GEMM_ONEDNN;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -84,7 +94,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
         if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, "needs a value");
+        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
         long l;
         double d;
         uint64_t u;
@@ -117,6 +127,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
         DBL_OPT("--clip", o->clip, 0.0, 1e9)
         DBL_OPT("--beta2", o->beta2, 0.0, 0.999999)
         DBL_OPT("--bucket-mb", o->ddp.bucket_mb, 0.001, 4096.0)
+        DBL_OPT("--time-limit", o->time_limit, 0.001, 1e9)
 #undef INT_OPT
 #undef DBL_OPT
         if (!strcmp(flag, "--min-lr")) {
@@ -133,6 +144,12 @@ static int parse(int argc, char **argv, gpt_opts *o) {
             if (strcmp(val, "fortunes") && (strncmp(val, "text:", 5) || !val[5]))
                 return bad(flag, "expects fortunes or text:FILE");
             o->data = val;
+        } else if (!strcmp(flag, "--precision")) {
+            if (strcmp(val, "f32") && strcmp(val, "bf16")) return bad(flag, "expects f32 or bf16");
+            o->bf16 = !strcmp(val, "bf16");
+        } else if (!strcmp(flag, "--gemm")) {
+            if (strcmp(val, "onednn") && strcmp(val, "openblas")) return bad(flag, "expects onednn or openblas");
+            o->gemm = !strcmp(val, "onednn") ? BATON_GEMM_ONEDNN : BATON_GEMM_OPENBLAS;
         } else if (!strcmp(flag, "--data-dir")) {
             o->data_dir = val;
         } else if (!strcmp(flag, "--save")) {
@@ -181,8 +198,7 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
-    int threads = o.threads ? (int)o.threads : train_default_threads(le.local_size);
-    baton_set_threads(threads);
+    int threads = train_threads(o.threads, &le);
     baton_comm *comm = NULL;
     baton_text tx = {0};
     baton_gpt *g = NULL;
@@ -237,6 +253,16 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         fprintf(stderr, "baton train: out of memory\n");
         goto out;
     }
+    int gemm = o.gemm;   /* evaluation runs in the training precision too */
+    if (o.bf16 && !baton_gemm_bf16_available()) {
+        if (rank == 0) fprintf(stderr, "baton train: note: --precision bf16: this CPU has neither AVX512_BF16 nor AMX; running f32\n");
+    } else if (o.bf16) {
+        gemm = BATON_GEMM_ONEDNN_BF16;
+    }
+    if (baton_tape_set_gemm(tape, gemm) < 0 || baton_tape_set_gemm(etape, gemm) < 0) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     if ((rc = baton_ddp_new(&ddp, comm, params, tape, &o.ddp)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
@@ -247,10 +273,14 @@ int baton_cmd_train_gpt(int argc, char **argv) {
     double fpt = baton_gpt_flops_per_token(&o.gc, tl);
     long log_every = o.log_every ? o.log_every : 10;
     if (rank == 0)
-        fprintf(stderr, "baton train: gpt %d layers x %d heads x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
-                "bytes (%ld/%ld documents), %ld train windows; %ld rank(s) x batch %ld x %d tokens, %ld steps, lr %g, "
-                "%d threads/rank\n", o.gc.layers, o.gc.heads, o.gc.dim, tl, baton_params_numel(params), o.data,
-                tx.n_train, tx.n_val, tx.docs_train, tx.docs_val, n_train, world, o.batch, tl, o.steps, o.lr, threads);
+        fprintf(stderr, "baton train: gpt %d %s x %d %s x %d dim, context %d, %zu parameters; %s: %zu/%zu train/val "
+                "bytes (%ld/%ld documents), %ld train windows; %ld %s x batch %ld x %d tokens, %ld %s, lr %g, %d %s, "
+                "%s\n", o.gc.layers, cli_plural(o.gc.layers, "layer", "layers"), o.gc.heads,
+                cli_plural(o.gc.heads, "head", "heads"), o.gc.dim, tl, baton_params_numel(params), o.data, tx.n_train,
+                tx.n_val, tx.docs_train, tx.docs_val, n_train, world, cli_plural(world, "rank", "ranks"), o.batch, tl,
+                o.steps, cli_plural(o.steps, "step", "steps"), o.lr, threads,
+                cli_plural(threads, "thread/rank", "threads/rank"),
+                gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16 matmuls (oneDNN)" : gemm == BATON_GEMM_ONEDNN ? "f32 (oneDNN)" : "f32 (OpenBLAS)");
     double loss = 0.0, val_loss = NAN, initial = 0.0;
     uint64_t train_ns = 0;
     long epoch = 0;
@@ -284,7 +314,20 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         if (rank == 0 && ((step + 1) % log_every == 0 || step == 0))
             fprintf(stderr, "step %ld/%ld  loss %.4f  lr %.3g  %.0f tokens/s  %.2f GFLOP/s\n", step + 1, o.steps, loss,
                     (double)lr, tps, tps * fpt * 1e-9);
-        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+        int last = step + 1 == o.steps;
+        if (o.time_limit > 0) {   /* every rank must stop at the same step: rank 0's clock decides */
+            double over = (double)train_ns * 1e-9 >= o.time_limit;
+            if (comm && baton_broadcast(comm, &over, 1, BATON_F64, 0) < 0) {
+                fprintf(stderr, "baton train: %s\n", baton_last_error());
+                goto out;
+            }
+            if (over && !last) {
+                last = 1;
+                o.steps = step + 1;
+                if (rank == 0) fprintf(stderr, "baton train: --time-limit %g s reached after %ld steps\n", o.time_limit, o.steps);
+            }
+        }
+        if ((step + 1) % o.eval_every == 0 || last) {
             if (evaluate(comm, g, etape, &tx, n_val, eb, ewin, &val_loss) < 0) {
                 fprintf(stderr, "baton train: evaluation: %s\n", baton_last_error());
                 goto out;
@@ -331,6 +374,19 @@ int baton_cmd_train_gpt(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "model_gflops_per_sec", tps * fpt * 1e-9);
         cJSON_AddNumberToObject(j, "step_ms", 1e3 * secs / (double)o.steps);
         cJSON_AddNumberToObject(j, "threads", threads);
+        char hex[2][65];   /* the split, for comparison with bench/gpt_torch.py split */
+        const uint8_t *part[2] = {tx.train, tx.val};
+        size_t plen[2] = {tx.n_train, tx.n_val};
+        for (int i = 0; i < 2; i++) {
+            unsigned char h[32];
+            crypto_generichash(h, sizeof h, part[i], plen[i], NULL, 0);
+            sodium_bin2hex(hex[i], sizeof hex[i], h, sizeof h);
+        }
+        cJSON_AddNumberToObject(j, "train_bytes", (double)tx.n_train);
+        cJSON_AddNumberToObject(j, "val_bytes", (double)tx.n_val);
+        cJSON_AddStringToObject(j, "train_blake2b", hex[0]);
+        cJSON_AddStringToObject(j, "val_blake2b", hex[1]);
+        cJSON_AddStringToObject(j, "precision", gemm == BATON_GEMM_ONEDNN_BF16 ? "bf16" : "f32");
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
         free(js);

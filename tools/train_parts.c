@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "train.h"
 #include "util/util.h"
 
@@ -51,28 +52,52 @@ void train_batch_free(batch_buf *b) {
 
 /* ---- progress -------------------------------------------------------------------------------------------- */
 
-void train_progress_step(progress *p, long epoch, long epochs, long step_in_epoch, long steps_per_epoch,
-                         double loss, double acc, double sps, int force) {
+void train_progress_step(progress *p, const progress_at *at, int force) {
+    uint64_t now = baton__now_ns();
+    if (p->tty && !force && now - p->last_draw_ns < 100000000ull) return;
+    if (!p->tty && !force && at->step_in_epoch % p->log_every != 0) return;
+    p->last_draw_ns = now;
+    double elapsed = (double)(now - p->start_ns) * 1e-9;
+    long done = at->step - p->first_step, left = p->total - at->step;
+    char el[16], eta[16];
+    cli_format_duration(elapsed, el, sizeof el);
+    cli_format_duration(done > 0 ? elapsed / (double)done * (double)left : -1.0, eta, sizeof eta);
+    char where[96];
+    long num = p->by_steps ? at->step : at->step_in_epoch, den = p->by_steps ? p->total : at->steps_per_epoch;
     if (p->tty) {
-        uint64_t now = baton__now_ns();
-        if (!force && now - p->last_draw_ns < 100000000ull) return;
-        p->last_draw_ns = now;
-        int width = 24, fill = (int)(width * step_in_epoch / (steps_per_epoch ? steps_per_epoch : 1));
+        int width = 24, fill = (int)(width * num / (den ? den : 1));
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\repoch %ld/%ld [%s] %ld/%ld  loss %.4f  acc %.2f%%  %.0f samples/s   ", epoch, epochs,
-                bar, step_in_epoch, steps_per_epoch, loss, 100.0 * acc, sps);
-    } else if (force || step_in_epoch % p->log_every == 0) {
-        fprintf(stderr, "epoch %ld/%ld step %ld/%ld  loss %.4f  acc %.2f%%  %.0f samples/s\n", epoch, epochs,
-                step_in_epoch, steps_per_epoch, loss, 100.0 * acc, sps);
+        if (p->by_steps)
+            snprintf(where, sizeof where, "step [%s] %ld/%ld (epoch %ld/%ld)", bar, num, den, at->epoch, at->epochs);
+        else
+            snprintf(where, sizeof where, "epoch %ld/%ld [%s] %ld/%ld", at->epoch, at->epochs, bar, num, den);
+    } else if (p->by_steps) {
+        snprintf(where, sizeof where, "step %ld/%ld (epoch %ld/%ld)", num, den, at->epoch, at->epochs);
+    } else {
+        snprintf(where, sizeof where, "epoch %ld/%ld step %ld/%ld", at->epoch, at->epochs, num, den);
     }
+    fprintf(stderr, "%s%s  loss %.4f  acc %.2f%%  lr %.3g  %.0f samples/s  %s elapsed  ETA %s%s", p->tty ? "\r" : "",
+            where, at->loss, 100.0 * at->acc, at->lr, at->sps, el, eta, p->tty ? "\033[K" : "\n");
 }
 
 int train_default_threads(int local_size) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = local_size > 0 ? local_size : 1;
-    long t = cores > 0 ? cores / local : 1;
+    long cores = cli_cores(), local = local_size > 0 ? local_size : 1;
+    long t = cores / local;
     return t < 1 ? 1 : (int)t;
+}
+
+int train_threads(long asked, const baton_launch_env *le) {
+    int threads = asked ? (int)asked : train_default_threads(le->local_size);
+    long local = le->local_size > 0 ? le->local_size : 1, cores = cli_cores();
+    if (asked && asked * local > cores && le->local_rank <= 0)
+        fprintf(stderr, "baton train: warning: --threads %ld x %ld local %s = %ld threads on %ld %s: they will "
+                "slow each other down; use --threads %ld or fewer (or leave it out: cores / local ranks)\n", asked, local,
+                cli_plural(local, "rank", "ranks"), asked * local, cores, cli_plural(cores, "core", "cores"),
+                cores / local > 0 ? cores / local : 1);
+    baton_set_threads(threads);
+    return threads;
 }
 
 /* Loads the training and test sets named by --data. */

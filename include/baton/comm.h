@@ -59,6 +59,8 @@ typedef enum {
     BATON_TRANSPORT_AUTO = 0,  /* shm between ranks of one node, tcp across nodes */
     BATON_TRANSPORT_SHM = 1,
     BATON_TRANSPORT_TCP = 2,
+    BATON_TRANSPORT_MPI = 3,   /* shm inside a node, MPI point-to-point across nodes (Open MPI's mpirun; the
+                                * plugin libbaton-mpi.so, see docs/cluster.md); flat over MPI on one node */
     BATON_TRANSPORT_COUNT
 } baton_transport_kind;
 
@@ -107,6 +109,12 @@ int baton_comm_num_nodes(const baton_comm *comm);
 int baton_allreduce(baton_comm *comm, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op);
 /* send holds count * world elements; recv receives this rank's `count` reduced elements. */
 int baton_reduce_scatter(baton_comm *comm, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op);
+/* In place, a reduce-scatter with ranges of any size: buf holds count elements on every rank; each rank passes
+ * its own range [lo, hi) (ranges of different ranks must not overlap, and may be empty) and gets in buf[lo, hi)
+ * the reduction of every rank's buf[lo, hi). The rest of buf is left unspecified. On one node with buf from
+ * baton_buffer_alloc each rank reads its range straight from the peers' buffers (no staging, half the traffic
+ * of an all-reduce); otherwise it runs as an in-place all-reduce of buf. */
+int baton_reduce_range(baton_comm *comm, void *buf, size_t count, baton_dtype dt, baton_op op, size_t lo, size_t hi);
 /* send holds count elements; recv receives count * world, rank r's at offset r * count. */
 int baton_allgather(baton_comm *comm, const void *send, void *recv, size_t count, baton_dtype dt);
 int baton_broadcast(baton_comm *comm, void *buf, size_t count, baton_dtype dt, int root);

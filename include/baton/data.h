@@ -39,7 +39,9 @@ typedef struct {
 /* Loads an IDX3 ubyte image file and an IDX1 ubyte label file (gzip or plain) with `classes` classes. */
 int baton_dataset_load_idx(baton_dataset *ds, const char *images_path, const char *labels_path, int classes,
                            float mean, float std);
-/* dir NULL: $BATON_DATA_DIR, else BATON_FMNIST_DIR (Debian's dataset-fashion-mnist). */
+/* dir NULL: $BATON_DATA_DIR, else BATON_FMNIST_DIR (Debian's dataset-fashion-mnist). Each file is looked up as
+ * NAME.gz, then NAME uncompressed (as torchvision leaves them), in dir and then in dir/FashionMNIST/raw
+ * (torchvision's layout under its root), e.g. train-images-idx3-ubyte[.gz]. */
 int baton_dataset_fashion_mnist(baton_dataset *train, baton_dataset *test, const char *dir);
 /* n samples of c x h x w drawn around one random prototype per class (learnable, deterministic). */
 int baton_dataset_synthetic(baton_dataset *ds, int n, int c, int h, int w, int classes, uint64_t seed);

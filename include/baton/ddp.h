@@ -87,6 +87,8 @@ typedef struct {
     int growth_interval;     /* dynamic: double the scale after this many clean steps (default 2000) */
     int zero_copy;           /* 1: move the gradient slab into shared memory (default 1) */
     baton_trace *trace;      /* spans of the comm thread and of the waits (NULL: none) */
+    int zero;                /* ZeRO stage: 0 (default) plain, 1 shard the optimizer state, 2 also the
+                                reduced gradients (see baton_ddp_step) */
 } baton_ddp_config;
 
 typedef struct {
@@ -130,6 +132,29 @@ void baton_ddp_get_scaler(const baton_ddp *d, baton_ddp_scaler *out);
 int baton_ddp_set_scaler(baton_ddp *d, const baton_ddp_scaler *s);
 /* Bucket k's element range [*lo, *hi) of the slab, in launch order; returns the bucket count. */
 int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi);
+
+/* ---- ZeRO (src/ddp/zero.c) ---------------------------------------------------------------------------
+ * Rank r owns the contiguous shard baton_shard_range(numel, r, world) of the parameter slab (sizes differ by
+ * at most one element). Stage 1: gradients are all-reduced as without ZeRO; the optimizer keeps state for, and
+ * updates, the own shard only; the updated shards are all-gathered. Stage 2: each bucket is reduced straight
+ * into the ranks' shards during backward (baton_reduce_range: each rank gets only its part of the bucket), so
+ * the reduced gradient of a rank is its shard; clipping sums the shards' squares with one f64 all-reduce.
+ * Without ZeRO baton_ddp_step is clip + optimizer step, as before. */
+/* The rank's shard [*lo, *hi) of the slab (the whole slab without ZeRO or with one rank). */
+void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi);
+/* Narrows the optimizer to the rank's shard (ZeRO) or leaves it whole. Call once, before loading state. */
+int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt);
+/* After baton_ddp_finish (when it did not ask to skip): clip to the global norm max_norm (0 = off), take the
+ * optimizer step with lr, and with ZeRO all-gather the updated parameters. Returns BATON_OK or a failure
+ * of the all-gather / the norm's all-reduce (the communicator is then unusable). *norm (may be NULL) gets
+ * the global gradient norm before clipping, the same on every rank. */
+int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, float *norm);
+/* Bytes per rank: parameters, gradients (the gradient slab backward writes), reduced gradients the rank keeps
+ * (its shard at stage 2, else the slab), optimizer state. */
+typedef struct {
+    uint64_t param_bytes, grad_bytes, grad_reduced_bytes, optim_bytes;
+} baton_ddp_memory;
+void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out);
 
 /* 64-bit checksum (FNV-1a over the bytes) of n floats. */
 uint64_t baton_ddp_checksum(const float *x, size_t n);

@@ -131,6 +131,18 @@ void baton_tape_backward(baton_tape *t, baton_tensor *loss, float scale);
 size_t baton_tape_arena_bytes(const baton_tape *t);   /* bytes reserved by the arena */
 size_t baton_tape_arena_mallocs(const baton_tape *t); /* chunk allocations so far (stable = no malloc) */
 
+/* Matrix-multiply backend of the transformer ops recorded on a tape (linear, matmul, attention; conv2d and
+ * the rest always use OpenBLAS). ONEDNN_BF16 rounds both operands to bf16 and accumulates in f32 into an f32
+ * result (weights are converted once per forward, master weights stay f32); it needs a CPU with AVX512_BF16
+ * or AMX: baton_tape_set_gemm fails (BATON_EINVAL, message in baton_last_error) where there is none. */
+typedef enum { BATON_GEMM_OPENBLAS = 0, BATON_GEMM_ONEDNN, BATON_GEMM_ONEDNN_BF16 } baton_gemm_backend;
+int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend);
+int baton_gemm_bf16_available(void);                      /* 1 if ONEDNN_BF16 runs on this CPU */
+size_t baton_tape_bf16_conversions(const baton_tape *t);  /* weight f32->bf16 conversions so far */
+/* One row-major gemm on a backend (tests, benchmarks): c (M,N) = beta*c + op(a) @ op(b). */
+void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+
 /* ---- ops (each records a node; shapes in comments use B batch, C channels/features) ------------------ */
 enum { BATON_ACT_NONE = 0, BATON_ACT_RELU, BATON_ACT_GELU, BATON_ACT_TANH };
 /* x (M,K) @ w -> (M,N): w is (N,K) when trans_w (the PyTorch Linear layout), else (K,N). */
@@ -218,8 +230,12 @@ void baton_optim_free(baton_optim *o);
  *   lamb:  m, v as adamw; u = mhat/(sqrt(vhat)+eps) + wd*w; r = |w| / |u| (1 if either is 0); w -= lr*r*u */
 void baton_optim_step(baton_optim *o, float lr);
 /* State slabs for checkpoints: slot 0 = momentum / first moment, slot 1 = second moment (NULL for sgd).
- * Each has baton_params_numel floats. */
+ * Each covers the optimizer's shard [lo, hi) of the slab (hi - lo floats; element i is slab element lo + i):
+ * the whole slab, baton_params_numel floats, unless baton_optim_set_shard narrowed it. */
 float *baton_optim_state(baton_optim *o, int slot);
+/* ZeRO: keep state for, and update, only slab elements [lo, hi). The state restarts at zero. */
+int baton_optim_set_shard(baton_optim *o, size_t lo, size_t hi);
+void baton_optim_shard(const baton_optim *o, size_t *lo, size_t *hi);
 long baton_optim_steps(const baton_optim *o);
 /* Restores the step counter (AdamW's bias correction depends on it) when resuming from a checkpoint. */
 void baton_optim_set_steps(baton_optim *o, long steps);
@@ -230,6 +246,10 @@ int baton_optim_kind_slots(int kind);         /* state slabs: 1 (sgd, lars) or 2
 /* Global L2 norm of the gradient slab; when max_norm > 0 and the norm exceeds it, scales the gradients
  * by max_norm / norm. Returns the norm before clipping. */
 float baton_clip_grad_norm(baton_params *p, float max_norm);
+/* The pieces of it for a range [lo, hi) of the gradient slab (a ZeRO shard): the sum of squares in f64, and
+ * the scaling. */
+double baton_grad_sumsq(baton_params *p, size_t lo, size_t hi);
+void baton_grad_scale(baton_params *p, size_t lo, size_t hi, float k);
 
 enum { BATON_SCHED_CONST = 0, BATON_SCHED_COSINE = 1, BATON_SCHED_STEP = 2 };
 typedef struct {

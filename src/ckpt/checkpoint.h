@@ -76,12 +76,28 @@ void baton_ckpt_state_free(baton_ckpt_state *st);   /* frees ranks; safe on a ze
  * the newest complete one that verifies (-1 if none). A missing DIR counts as empty. */
 int baton_ckpt_scan(const char *dir, int *committed, long *newest);
 
+/* `baton ckpt consolidate`: writes the parameters of DIR's newest complete checkpoint (every file, optimizer
+ * shards included, verified against its COMMIT) to `out` as one ordinary safetensors file (the committed
+ * model.safetensors, byte for byte; ZeRO runs write it whole too, every rank holding all parameters after
+ * the step's all-gather). *step gets the step. BATON_ENOTFOUND / BATON_EFORMAT as baton_ckpt_load. */
+int baton_ckpt_consolidate(const char *dir, const char *out, long *step);
+
 /* ---- pieces, exposed for tests --------------------------------------------------------------------- */
 /* Parses a state.json image (len bytes; `what` names it in errors) into *st (ranks malloc'ed). */
 int baton__ckpt_parse_state(const char *json, size_t len, const char *what, baton_ckpt_state *st);
 /* (Re)writes STEPDIR/COMMIT from the three files as they are now (tests use it to make a committed
  * checkpoint with hostile content). */
 int baton__ckpt_commit(const char *stepdir, long step);
+
+/* The pieces of baton_ckpt_save when every rank writes its optimizer shard (ZeRO, train_ckpt.c): rank 0
+ * prepares DIR/step-N (stepdir gets its path); each rank writes stepdir/optim-<shard>.safetensors (the
+ * optimizer's range as flat F32 tensors per slot, metadata offset and slab length) and gets its size and
+ * BLAKE2b-256 hex; rank 0 writes model.safetensors and state.json and the COMMIT listing every shard. */
+int baton__ckpt_begin(const char *dir, long step, char *stepdir, size_t cap);
+int baton__ckpt_write_shard(const char *stepdir, int shard, baton_params *p, baton_optim *o, size_t *len,
+                            char hex[65]);
+int baton__ckpt_finish(const char *dir, const char *stepdir, baton_params *p, const baton_ckpt_state *st, int nshards,
+                       const size_t *slen, char (*shex)[65]);
 
 /* ---- training glue (train_ckpt.c): the collective calls baton train makes -------------------------- */
 typedef struct {

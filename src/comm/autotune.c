@@ -98,12 +98,19 @@ void baton__autotune_free(baton_comm *c) {
     c->tuning = NULL;
 }
 
-baton_algo baton__autotune_choose(baton_comm *c, size_t bytes) {
+/* The candidate predicted fastest, unless the fixed rule's own choice is predicted within AUTOTUNE_MARGIN of
+ * it: a calibration made on a noisy machine then moves the choice only for a clear win. */
+#define AUTOTUNE_MARGIN 0.05
+
+baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
     if (!c->tuning) return BATON_ALGO_AUTO;
     baton_algo cands[3];
     int n, link;
-    if (c->nnodes > 1) return BATON_ALGO_AUTO; /* the calibration does not cover links between nodes */
-    if (c->shm && !c->tcp) {
+    if (c->nnodes > 1) {
+        /* several nodes: the calibration's "net" fits (a simulated or real cluster), if it has any */
+        link = BATON_LINK_NET;
+        cands[0] = BATON_ALGO_HIER, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
+    } else if (c->shm && !c->tcp) {
         link = BATON_LINK_SHM;
         cands[0] = BATON_ALGO_DIRECT, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
     } else {
@@ -113,8 +120,16 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes) {
     /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets) */
     unsigned slot = (unsigned)((bytes * 0x9E3779B97F4A7C15ull) >> 58) % BATON_AUTOTUNE_CACHE;
     if (c->tune_cache_bytes[slot] == bytes + 1) return (baton_algo)c->tune_cache_algo[slot];
-    baton_algo a = baton__tuning_best(c->tuning, link, cands, n, c->world, (double)bytes);
+    baton_algo best = BATON_ALGO_AUTO;
+    double best_s = 0, fixed_s = 0;
+    for (int i = 0; i < n; i++) {
+        double s;
+        if (baton__tuning_predict(c->tuning, link, cands[i], c->world, (double)bytes, &s) < 0) continue;
+        if (best == BATON_ALGO_AUTO || s < best_s) best = cands[i], best_s = s;
+        if (cands[i] == fixed) fixed_s = s;
+    }
+    if (best != BATON_ALGO_AUTO && fixed_s > 0 && best_s >= (1 - AUTOTUNE_MARGIN) * fixed_s) best = fixed;
     c->tune_cache_bytes[slot] = bytes + 1;
-    c->tune_cache_algo[slot] = (unsigned char)a;
-    return a;
+    c->tune_cache_algo[slot] = (unsigned char)best;
+    return best;
 }

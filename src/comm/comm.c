@@ -25,7 +25,7 @@ static const char *const dtype_names[BATON_DTYPE_COUNT] = {"f32", "f64", "f16", 
 static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8};
 static const char *const op_names[BATON_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[BATON_ALGO_COUNT] = {"auto", "ring", "rd", "direct", "hier"};
-static const char *const transport_names[BATON_TRANSPORT_COUNT] = {"auto", "shm", "tcp"};
+static const char *const transport_names[BATON_TRANSPORT_COUNT] = {"auto", "shm", "tcp", "mpi"};
 
 size_t baton_dtype_size(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
 const char *baton_dtype_name(baton_dtype dt) { return (unsigned)dt < BATON_DTYPE_COUNT ? dtype_names[dt] : "?"; }
@@ -79,7 +79,7 @@ int baton_options_from_env(baton_options *o) {
     o->stall_warn_s = 60;
     const char *s;
     if ((s = getenv("BATON_TRANSPORT")) && *s && baton_transport_parse(s, &o->transport) < 0)
-        return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp", s);
+        return baton__fail(BATON_EINVAL, "BATON_TRANSPORT='%s' is not one of auto|shm|tcp|mpi", s);
     if ((s = getenv("BATON_ALGO")) && *s && baton_algo_parse(s, &o->algo) < 0)
         return baton__fail(BATON_EINVAL, "BATON_ALGO='%s' is not one of auto|ring|rd|direct|hier", s);
     int rc = baton__env_double("BATON_TIMEOUT", 300, 0.001, 1e7, &o->timeout_s);
@@ -240,9 +240,9 @@ static int build_topology(baton_comm *c, char **hosts) {
     int nnodes = 0;
     for (int r = 0; r < W; r++) {
         int node = -1;
-        for (int q = 0; q < r; q++)
-            if (!strcmp(hosts[q], hosts[r])) {
-                node = c->node_of[q];
+        for (int k = 0; k < nnodes; k++) /* against each node's first rank: O(W x nodes) */
+            if (!strcmp(hosts[c->leaders[k]], hosts[r])) {
+                node = k;
                 break;
             }
         if (node < 0) {
@@ -270,6 +270,113 @@ static int build_topology(baton_comm *c, char **hosts) {
     return BATON_OK;
 }
 
+/* The first rank whose host entry is missing (after a timeout: whom the job waits for), or -1. */
+static int first_missing_host(baton_comm *c) {
+    char key[64];
+    for (int r = 0; r < c->world; r++) {
+        int exists = 1;
+        snprintf(key, sizeof key, "baton/host/%d", r);
+        if (baton_store_check(c->store, key, &exists) < 0) return -1;
+        if (!exists) return r;
+    }
+    return -1;
+}
+
+static int join_timed_out(baton_comm *c, int missing) {
+    int rc;
+    if (missing < 0)
+        rc = baton__fail(BATON_ETIMEDOUT, "rendezvous: timed out waiting for rank 0's host table (%.3g s: the "
+                                          "smaller of BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout)", join_wait_s(c));
+    else
+        rc = baton__fail(BATON_ETIMEDOUT, "rendezvous: timed out waiting for rank %d to join (%.3g s: the smaller of "
+                                          "BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout); it may be stopped, hung "
+                                          "or still starting",
+                         missing, join_wait_s(c));
+    baton__post_failure(c, rc, baton_last_error());
+    return rc;
+}
+
+/* The host table, rank 0's one checked copy of every rank's host identity:
+ *   "<nhosts>\n<host 0>\n...<host nhosts-1>\n<node of rank 0> <node of rank 1> ...\n"
+ * Every rank publishes its own entry (W sets); rank 0 reads them all (W gets) and publishes the table; the
+ * others read the table (W - 1 gets): about 3W store requests instead of W^2. */
+static int gather_host_table(baton_comm *c, uint64_t deadline, char **table_out, size_t *len_out) {
+    int W = c->world, rc = BATON_OK, nh = 0;
+    char key[64];
+    char **uniq = calloc((size_t)W, sizeof(char *));
+    int *node = calloc((size_t)W, sizeof(int));
+    char *host = malloc(300);
+    if (!uniq || !node || !host) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+    for (int r = 0; r < W && rc >= 0; r++) {
+        snprintf(key, sizeof key, "baton/host/%d", r);
+        rc = store_get_str(c, key, host, 300, deadline);
+        if (rc == BATON_ETIMEDOUT) rc = join_timed_out(c, r);
+        if (rc < 0) break;
+        if (!host[0] || strchr(host, '\n')) {
+            rc = baton__fail(BATON_EPROTO, "rendezvous: rank %d published a host identity that is empty or spans "
+                                           "lines (check BATON_HOST_ID)", r);
+            break;
+        }
+        int k = 0;
+        while (k < nh && strcmp(uniq[k], host)) k++;
+        if (k == nh && !(uniq[nh++] = strdup(host))) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+        node[r] = k;
+    }
+    size_t cap = 16 + (size_t)W * 12, len = 0;
+    for (int k = 0; k < nh; k++) cap += strlen(uniq[k]) + 1;
+    char *t = rc >= 0 ? malloc(cap) : NULL;
+    if (rc >= 0 && !t) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+    if (rc >= 0) {
+        len += (size_t)snprintf(t + len, cap - len, "%d\n", nh);
+        for (int k = 0; k < nh; k++) len += (size_t)snprintf(t + len, cap - len, "%s\n", uniq[k]);
+        for (int r = 0; r < W; r++) len += (size_t)snprintf(t + len, cap - len, r + 1 < W ? "%d " : "%d\n", node[r]);
+        if (len >= BATON_STORE_MAX_VALUE)
+            rc = baton__fail(BATON_EINVAL, "rendezvous: the host table of %d ranks is %zu bytes, over the store's "
+                                           "limit of %d (shorter BATON_HOST_ID values?)", W, len, BATON_STORE_MAX_VALUE);
+    }
+    for (int k = 0; k < nh; k++) free(uniq[k]);
+    free(uniq);
+    free(node);
+    free(host);
+    if (rc < 0) {
+        free(t);
+        return rc;
+    }
+    *table_out = t;
+    *len_out = len;
+    return BATON_OK;
+}
+
+/* Parses (and checks) the host table into hosts[W] (pointers into the table, which it edits). */
+static int parse_host_table(char *t, int W, char **hosts) {
+    char *p = t, *end;
+    long nh = strtol(p, &end, 10);
+    if (end == p || *end != '\n' || nh < 1 || nh > W) goto bad;
+    p = end + 1;
+    char **h = calloc((size_t)nh, sizeof(char *));
+    if (!h) return baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+    for (long k = 0; k < nh; k++) {
+        char *nl = strchr(p, '\n');
+        if (!nl || nl == p) goto bad_free;
+        *nl = '\0';
+        h[k] = p;
+        p = nl + 1;
+    }
+    for (int r = 0; r < W; r++) {
+        long k = strtol(p, &end, 10);
+        if (end == p || k < 0 || k >= nh || *end != (r + 1 < W ? ' ' : '\n')) goto bad_free;
+        hosts[r] = h[k];
+        p = end + 1;
+    }
+    free(h);
+    if (*p) goto bad;
+    return BATON_OK;
+bad_free:
+    free(h);
+bad:
+    return baton__fail(BATON_EPROTO, "rendezvous: rank 0's host table for %d ranks is malformed", W);
+}
+
 static int exchange(baton_comm *c, uint64_t deadline) {
     char key[64], hostid[300];
     host_identity(c, hostid, sizeof hostid);
@@ -288,24 +395,28 @@ static int exchange(baton_comm *c, uint64_t deadline) {
     }
     snprintf(key, sizeof key, "baton/host/%d", c->rank);
     if ((rc = baton_store_set(c->store, key, hostid, strlen(hostid))) < 0) return rc;
-    char **hosts = calloc((size_t)c->world, sizeof(char *));
-    if (!hosts) return baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
-    for (int r = 0; r < c->world && rc >= 0; r++) {
-        hosts[r] = malloc(300);
-        if (!hosts[r]) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
-        snprintf(key, sizeof key, "baton/host/%d", r);
-        if (rc >= 0) rc = store_get_str(c, key, hosts[r], 300, deadline);
-        if (rc == BATON_ETIMEDOUT) { /* name the rank, and tell the launcher whom this rank waited for */
-            rc = baton__fail(BATON_ETIMEDOUT, "rendezvous: timed out waiting for rank %d to join (%.3g s: the "
-                                              "smaller of BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout); it may "
-                                              "be stopped, hung or still starting",
-                             r, join_wait_s(c));
-            baton__post_failure(c, rc, baton_last_error());
+    char *table = NULL;
+    size_t len = 0;
+    if (c->rank == 0) {
+        if ((rc = gather_host_table(c, deadline, &table, &len)) < 0) return rc;
+        if ((rc = baton_store_set(c->store, "baton/hosts", table, len)) < 0) {
+            free(table);
+            return rc;
         }
+    } else {
+        void *v = NULL;
+        double left = (double)(deadline - baton__now_ns()) / 1e9;
+        rc = baton_store_get(c->store, "baton/hosts", &v, &len, left > 0.01 ? left : 0.01);
+        if (rc == BATON_ETIMEDOUT) return join_timed_out(c, first_missing_host(c));
+        if (rc < 0) return baton__fail_ctx(rc, "rendezvous: waiting for rank 0's host table: ");
+        table = v;
     }
+    char **hosts = calloc((size_t)c->world, sizeof(char *));
+    if (!hosts) rc = baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+    if (rc >= 0) rc = parse_host_table(table, c->world, hosts);
     if (rc >= 0) rc = build_topology(c, hosts);
-    for (int r = 0; r < c->world; r++) free(hosts[r]);
     free(hosts);
+    free(table);
     return rc;
 }
 
@@ -329,6 +440,14 @@ static int bind_mode(const char **mode) {
     if (*mode && **mode && strcmp(*mode, "auto") && strcmp(*mode, "core") && strcmp(*mode, "none"))
         return baton__fail(BATON_EINVAL, "BATON_BIND='%s' is not one of auto|core|none", *mode);
     return BATON_OK;
+}
+
+/* The CPUs this process may run on (its affinity, which taskset, cgroups or mpirun may have narrowed). */
+static int cpus_available(void) {
+    cpu_set_t cur;
+    if (sched_getaffinity(0, sizeof cur, &cur) == 0) return CPU_COUNT(&cur);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
 }
 
 static int bind_cpus(baton_comm *c) {
@@ -399,13 +518,16 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         goto fail;
     c->algo = c->opt.algo;
     /* tuning knobs (docs/algorithms.md): direct all-reduce chunk, cross-memory attach range, streaming */
-    uint64_t chunk, cma_min, cma_max, stream;
+    uint64_t chunk, cma_min, cma_max, stream, hseg;
     if (((rc = baton__env_size("BATON_SHM_CHUNK", 1 << 20, 4096, BATON_SHM_STAGE_BYTES, &chunk)) < 0 &&
          rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MAX", 32 << 20, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
-        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND))
+        ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_HIER_SEGMENT", 1 << 20, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
+         rc != BATON_ENOTFOUND))
         goto fail;
+    c->hier_seg_bytes = (size_t)hseg;
     c->shm_chunk_bytes = (size_t)chunk;
     c->cma_min_bytes = (size_t)cma_min;
     c->cma_max_bytes = (size_t)cma_max;
@@ -418,32 +540,40 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     c->rank = c->id.rank;
     c->world = c->id.world;
     baton__log_set_rank(c->rank);
-    if ((rc = baton__store_plan_from_env(&c->id, &plan)) < 0) goto fail;
+    int use_mpi = c->opt.transport == BATON_TRANSPORT_MPI;
+    if (use_mpi) rc = baton__comm_mpi_bootstrap(c, &plan, join_wait_s(c));
+    else rc = baton__store_plan_from_env(&c->id, &plan);
+    if (rc < 0) goto fail;
     snprintf(c->job_id, sizeof c->job_id, "%s", plan.job_id);
     if (c->world == 1) {
         char *hosts[1] = {"self"};
         if ((rc = build_topology(c, hosts)) < 0) goto fail;
-        c->transport = c->opt.transport == BATON_TRANSPORT_TCP ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+        c->transport = c->opt.transport == BATON_TRANSPORT_TCP || use_mpi ? c->opt.transport : BATON_TRANSPORT_SHM;
         *out = c;
         return BATON_OK;
     }
     uint64_t deadline = baton__deadline_after(join_wait_s(c));
     if ((rc = connect_store(c, &plan)) < 0) goto fail;
     if ((rc = exchange(c, deadline)) < 0) goto fail;
+    baton__backoff_set_load(c->local_size, cpus_available()); /* before bind_cpus narrows the affinity */
     if ((rc = bind_cpus(c)) < 0) goto fail;
     if (c->opt.transport == BATON_TRANSPORT_SHM && c->nnodes > 1) {
         rc = baton__fail(BATON_EINVAL, "--transport shm needs every rank on one node, but the job spans %d nodes "
                                        "(use auto or tcp)", c->nnodes);
         goto fail;
     }
-    int use_tcp = c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1;
-    c->transport = use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
-    if (c->local_size > 1 && c->opt.transport != BATON_TRANSPORT_TCP && (rc = setup_shm(c, deadline)) < 0) goto fail;
+    /* The network transport: MPI when asked for (shared memory stays inside a node, except on one node,
+     * where everything goes over MPI as it goes over TCP under --transport tcp), else TCP across nodes. */
+    int use_tcp = !use_mpi && (c->opt.transport == BATON_TRANSPORT_TCP || c->nnodes > 1);
+    int flat_net = c->opt.transport == BATON_TRANSPORT_TCP || (use_mpi && c->nnodes == 1);
+    c->transport = use_mpi ? BATON_TRANSPORT_MPI : use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
+    if (c->local_size > 1 && !flat_net && (rc = setup_shm(c, deadline)) < 0) goto fail;
     if (c->shm) { /* publish what peers read to test cross-memory attach after the barrier below */
         c->cma_probe = 0xba7090000000ull + (uint64_t)c->rank;
         atomic_store(&baton__shm_rank_block(c->shm, c->local_rank)->cma_send, (uint64_t)(uintptr_t)&c->cma_probe);
     }
     if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
+    if (use_mpi && (rc = baton__comm_setup_mpi(c)) < 0) goto fail;
     if ((rc = baton__autotune_init(c, deadline)) < 0) goto fail;
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
@@ -456,6 +586,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     return BATON_OK;
 fail:
     if (plan.host_it && plan.file[0]) unlink(plan.file);
+    c->broken = 1; /* no MPI_Finalize: the other ranks may never get there */
     baton_comm_free(c);
     return rc;
 }
@@ -468,6 +599,8 @@ void baton_comm_free(baton_comm *c) {
     if (c->tcp) c->tcp->ops->close(c->tcp);
     if (c->shm_tp) c->shm_tp->ops->close(c->shm_tp);
     baton__shm_close(c->shm);
+    /* MPI_Finalize waits for every rank: only on a clean exit (a failed job ends through mpirun instead) */
+    if (c->mpi_inited && !c->broken) c->mpi->finalize();
     baton_store_close(c->store);
     baton_store_server_stop(c->store_server);
     baton__autotune_free(c);

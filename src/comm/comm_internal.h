@@ -10,6 +10,7 @@
 #include "comm/flight.h"
 #include "rendezvous/store.h"
 #include "comm/desc.h"
+#include "transport/mpi.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -57,6 +58,7 @@ typedef struct {
     baton_dtype dt;
     baton_op op;
     int root;
+    size_t lo, hi;                 /* reduce_range: this rank's element range */
 } coll_args;
 
 struct baton_work {
@@ -92,9 +94,13 @@ struct baton_comm {
     baton_store *store;
     baton_shm *shm;                /* NULL unless several local ranks share memory */
     baton_transport *shm_tp;
-    baton_transport *tcp;          /* NULL unless TCP is used */
+    baton_transport *tcp;          /* the network transport: TCP, or MPI under --transport mpi (comm_mpi.c);
+                                    * NULL when every rank is on one node and shares memory */
+    const baton_mpi_plugin *mpi;   /* the MPI plugin, when --transport mpi loaded it */
+    int mpi_inited;                /* MPI initialized through it: finalize on a clean free */
 
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
+    size_t hier_seg_bytes;         /* hierarchical all-reduce segment on the wire (BATON_HIER_SEGMENT) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     int cma;                       /* every local pair can read each other's memory (process_vm_readv) */
     size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */
@@ -132,13 +138,19 @@ struct baton_comm {
 
 /* autotune.c: BATON_TUNING. init: rank 0 reads the calibration and shares it through the store (collective
  * over the store; call once every rank is connected). choose: the algorithm the calibration predicts
- * fastest for an all-reduce of `bytes`, or BATON_ALGO_AUTO when there is none (then the fixed rules). */
+ * fastest for an all-reduce of `bytes` (`fixed`, the fixed rules' choice, unless another is predicted at
+ * least 5 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
-baton_algo baton__autotune_choose(baton_comm *c, size_t bytes);
+baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
 void baton__autotune_free(baton_comm *c);
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);
+
+/* comm_mpi.c: --transport mpi: refuses launchers other than Open MPI's, initializes MPI (bounded by
+ * timeout_s), and fills *plan with the store rank 0 starts and announces through MPI_Bcast. */
+int baton__comm_mpi_bootstrap(baton_comm *c, baton_store_plan *plan, double timeout_s);
+int baton__comm_setup_mpi(baton_comm *c);
 
 /* watchdog.c: stall warnings (names the ranks that have not reached a collective that waits too long) */
 int baton__watchdog_start(baton_comm *c);
@@ -151,6 +163,8 @@ void baton__async_stop(baton_comm *c);
 /* shm_coll.c: collectives among the ranks of one node, straight through shared memory. */
 int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
                          int avg_div, uint64_t deadline);
+int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t lo, size_t hi, baton_dtype dt,
+                            baton_op op, int avg_div, uint64_t deadline);
 int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
                               baton_op op, uint64_t deadline);
 int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
@@ -158,6 +172,20 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
 int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root_local,
                          uint64_t deadline);
 int baton__shm_barrier(baton_comm *c, uint64_t deadline);
+/* The hierarchical all-reduce's in-node phases (hier.c), on one segment of m elements at a time. Local rank
+ * r's slice of a segment is [lo, hi) (baton__shm_slice: 64-byte aligned, the same on every node with as many
+ * local ranks). u numbers the stage uses of the running collective from 0 (u == 0 compares the local ranks'
+ * descriptors); the caller adds how many it made to c->big_chunks at the end.
+ * rs: slice = my slice of the segment reduced over the local ranks (16-bit dtypes: an f32 partial; op not AVG).
+ * ag: out = every local rank's finished slice (in dtype dt), mine taken from `slice`. */
+void baton__shm_slice(size_t m, int L, int r, baton_dtype dt, size_t *lo, size_t *hi);
+int baton__shm_rs_slice(baton_comm *c, uint64_t u, const void *in, size_t m, baton_dtype dt, baton_op op,
+                        void *slice, uint64_t deadline);
+int baton__shm_ag_slice(baton_comm *c, uint64_t u, const void *slice, void *out, size_t m, baton_dtype dt,
+                        uint64_t deadline);
+/* hier.c: hierarchical all-reduce across nodes (see the file's comment). */
+int baton__hier_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                          uint64_t deadline);
 /* The shared-memory waits' check of a local rank waited for (baton__shm_set_peer_check; ctx is the comm). */
 int baton__shm_peer_check(void *ctx, int local_rank);
 baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset);

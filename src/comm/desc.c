@@ -8,7 +8,8 @@
 #include "util/util.h"
 
 static const char *const kind_names[BATON_COLL_KINDS] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                                          "barrier"};
+                                                          "barrier",
+                                                          "reduce_range"};
 #define FRAME_MAGIC 0x32465442u /* "BTF2" little-endian */
 
 void baton__desc_pack(uint8_t out[BATON_DESC_BYTES], const baton_coll_desc *d) {

@@ -24,8 +24,9 @@
 #include "transport/transport.h"
 
 /* The collectives a communicator runs (the descriptor's kind). */
-typedef enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BROADCAST, COLL_BARRIER } coll_kind;
-enum { BATON_COLL_KINDS = COLL_BARRIER + 1 };
+typedef enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BROADCAST, COLL_BARRIER,
+               COLL_REDUCE_RANGE } coll_kind;
+enum { BATON_COLL_KINDS = COLL_REDUCE_RANGE + 1 };
 
 enum { BATON_DESC_BYTES = 24, BATON_FRAME_BYTES = 40 };
 

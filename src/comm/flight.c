@@ -16,7 +16,7 @@
 #include "util/files.h"
 #include "util/util.h"
 
-static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier"};
+static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "barrier", "reduce_range"};
 static const char *const state_names[] = {"running", "done", "failed"};
 
 static uint64_t wall_us(void) {

@@ -93,8 +93,8 @@ static void fit_link(baton_tuning *t, int link) {
     double det = s11 * s22 - s12 * s12;
     if (n < 2 || det <= 0) return;
     double alpha = (r1 * s22 - r2 * s12) / det, inv_beta = (s11 * r2 - s12 * r1) / det;
+    if (inv_beta <= 0) return; /* no bandwidth visible (sizes too small, or noise): no link */
     if (alpha <= 0) alpha = 1e-9;
-    if (inv_beta <= 0) inv_beta = 1e-12;
     t->have_link[link] = 1;
     t->link[link].lat_s = alpha;
     t->link[link].bw_Bps = 1 / inv_beta;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -143,6 +144,20 @@ out:
     return rc;
 }
 
+/* dir/name.gz, else dir/name (torchvision downloads and then unpacks them: both are there, or only the
+ * plain file), each also under dir/FashionMNIST/raw (torchvision's layout under its root). out gets the
+ * first that exists; BATON_EIO naming them all when none does. */
+static int find_idx(const char *dir, const char *name, char *out, size_t cap) {
+    static const char *const where[] = {"%s/%s.gz", "%s/%s", "%s/FashionMNIST/raw/%s.gz", "%s/FashionMNIST/raw/%s"};
+    struct stat st;
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        snprintf(out, cap, where[i], dir, name);
+        if (stat(out, &st) == 0) return BATON_OK;
+    }
+    return baton__fail(BATON_EIO, "%s/%s.gz: cannot open: does not exist (nor %s/%s, nor either under %s/FashionMNIST/raw); "
+                       "point --data-dir or BATON_DATA_DIR at the directory of the IDX files", dir, name, dir, name, dir);
+}
+
 int baton_dataset_fashion_mnist(baton_dataset *train, baton_dataset *test, const char *dir) {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -150,14 +165,14 @@ int baton_dataset_fashion_mnist(baton_dataset *train, baton_dataset *test, const
     if (!dir || !*dir) dir = BATON_FMNIST_DIR;
     if (strlen(dir) > 3000) return baton__fail(BATON_EINVAL, "data directory path too long");
     char img[3100], lbl[3100];
-    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(lbl, sizeof lbl, "%s/train-labels-idx1-ubyte.gz", dir);
-    int rc = baton_dataset_load_idx(train, img, lbl, 10, BATON_FMNIST_MEAN, BATON_FMNIST_STD);
-    if (rc < 0) return rc;
-    snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
-    snprintf(lbl, sizeof lbl, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    rc = baton_dataset_load_idx(test, img, lbl, 10, BATON_FMNIST_MEAN, BATON_FMNIST_STD);
-    if (rc < 0) {
+    int rc;
+    if ((rc = find_idx(dir, "train-images-idx3-ubyte", img, sizeof img)) < 0 ||
+        (rc = find_idx(dir, "train-labels-idx1-ubyte", lbl, sizeof lbl)) < 0 ||
+        (rc = baton_dataset_load_idx(train, img, lbl, 10, BATON_FMNIST_MEAN, BATON_FMNIST_STD)) < 0)
+        return rc;
+    if ((rc = find_idx(dir, "t10k-images-idx3-ubyte", img, sizeof img)) < 0 ||
+        (rc = find_idx(dir, "t10k-labels-idx1-ubyte", lbl, sizeof lbl)) < 0 ||
+        (rc = baton_dataset_load_idx(test, img, lbl, 10, BATON_FMNIST_MEAN, BATON_FMNIST_STD)) < 0) {
         baton_dataset_free(train);
         return rc;
     }

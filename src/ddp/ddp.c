@@ -14,45 +14,8 @@
 
 #include "baton/ddp.h"
 #include "comm/reduce.h"
+#include "ddp/ddp_impl.h"
 #include "util/util.h"
-
-typedef struct {
-    size_t lo, hi;         /* element range of the gradient slab */
-    int nparams;           /* parameters in the bucket */
-    int remaining;         /* parameters whose gradient is not final yet this backward */
-} bucket;
-
-struct baton_ddp {
-    baton_comm *comm;      /* NULL or world 1: no communication */
-    baton_params *params;
-    baton_tape *tape;
-    baton_ddp_config cfg;
-    int rank, world;
-
-    int nb;                /* buckets */
-    bucket *b;             /* [nb] in launch order */
-    int *bucket_of;        /* [params] bucket index of each parameter */
-    float *shm_grad;       /* the gradient slab in shared memory, or NULL */
-    uint16_t *wire;        /* 16-bit wire copy of the slab (numel), or NULL for f32 */
-    int wire_shm;          /* wire came from baton_buffer_alloc */
-
-    int sync;              /* this backward completes the step: buckets launch */
-    int next_launch;       /* main thread: buckets handed off so far this step */
-    float scale;           /* loss scale of the current step (1 without scaling) */
-    long good_steps;       /* dynamic scaler: clean steps since the last change */
-
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    int launched, done;    /* guarded by mu */
-    int stop;              /* guarded by mu */
-    int status;            /* first failure of the comm thread (guarded by mu) */
-    char err[512];         /* its detail */
-    int nonfinite;         /* a reduced gradient was inf/nan this step (written by whoever runs buckets) */
-
-    baton_ddp_stats st;
-};
 
 baton_ddp_config baton_ddp_defaults(void) {
     baton_ddp_config c = {.bucket_mb = 25.0, .first_bucket_mb = 1.0, .overlap = 1, .grad_dtype = BATON_F32,
@@ -103,27 +66,36 @@ static int unscale32(float *g, size_t n, float post) {
     return acc != acc;
 }
 
-/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. */
+/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. ZeRO-2:
+ * reduces only into the part of the bucket [a, b) that lies in this rank's shard (the rest keeps this rank's
+ * own unreduced gradient, which nothing reads). */
 static int run_bucket(baton_ddp *d, int k, int track) {
     bucket *bk = &d->b[k];
     float *g = baton_params_grad(d->params) + bk->lo;
-    size_t n = bk->hi - bk->lo;
+    size_t n = bk->hi - bk->lo, a = 0, b = n;
+    if (d->cfg.zero == 2) {   /* the bucket's part of the shard, relative to the bucket */
+        a = d->shard_lo > bk->lo ? d->shard_lo - bk->lo : 0;
+        b = d->shard_hi < bk->hi ? (d->shard_hi > bk->lo ? d->shard_hi - bk->lo : 0) : n;
+        if (a > b) a = b = 0;
+    }
     float post = 1.0f / d->scale;
     int scaled = d->cfg.loss_scale != BATON_LOSS_SCALE_NONE, rc = BATON_OK, bad = 0;
     uint64_t t0 = baton__now_ns();
     if (d->world == 1) {
         if (scaled) bad = unscale32(g, n, post);
     } else if (d->cfg.grad_dtype == BATON_F32) {
-        rc = baton_allreduce(d->comm, g, g, n, BATON_F32, BATON_AVG);
-        if (rc >= 0 && scaled) bad = unscale32(g, n, post);
+        rc = d->cfg.zero == 2 ? baton_reduce_range(d->comm, g, n, BATON_F32, BATON_AVG, a, b)
+                              : baton_allreduce(d->comm, g, g, n, BATON_F32, BATON_AVG);
+        if (rc >= 0 && scaled) bad = unscale32(g + a, b - a, post);
     } else {
         /* pre-divide by the world size so a 16-bit sum stays in range wherever the average does */
         uint16_t *w = d->wire + bk->lo;
         pack16(w, g, n, 1.0f / (float)d->world, d->cfg.grad_dtype);
         uint64_t t1 = baton__now_ns();
-        rc = baton_allreduce(d->comm, w, w, n, d->cfg.grad_dtype, BATON_SUM);
+        rc = d->cfg.zero == 2 ? baton_reduce_range(d->comm, w, n, d->cfg.grad_dtype, BATON_SUM, a, b)
+                              : baton_allreduce(d->comm, w, w, n, d->cfg.grad_dtype, BATON_SUM);
         uint64_t t2 = baton__now_ns();
-        if (rc >= 0) bad = unpack16(g, w, n, post, d->cfg.grad_dtype);
+        if (rc >= 0) bad = unpack16(g + a, w + a, b - a, post, d->cfg.grad_dtype);
         if (d->cfg.trace) {
             baton_trace_span(d->cfg.trace, track, BATON_EV_CONVERT, k, t0, t1);
             baton_trace_span(d->cfg.trace, track, BATON_EV_ALLREDUCE, k, t1, t2);
@@ -266,6 +238,7 @@ static int check_cfg(const baton_ddp_config *c) {
         return baton__fail(BATON_EINVAL, "ddp: unknown loss scaling %d", c->loss_scale);
     if (c->loss_scale != BATON_LOSS_SCALE_NONE && !(c->loss_scale_init >= 1.0f && c->loss_scale_init <= 16777216.0f))
         return baton__fail(BATON_EINVAL, "ddp: the loss scale must be in [1, 2^24] (got %g)", c->loss_scale_init);
+    if (c->zero < 0 || c->zero > 2) return baton__fail(BATON_EINVAL, "ddp: the ZeRO stage must be 0, 1 or 2 (got %d)", c->zero);
     if (c->loss_scale == BATON_LOSS_SCALE_DYNAMIC && c->growth_interval < 1)
         return baton__fail(BATON_EINVAL, "ddp: the loss-scale growth interval must be >= 1 step");
     return BATON_OK;
@@ -290,7 +263,7 @@ int baton_ddp_new(baton_ddp **out, baton_comm *comm, baton_params *params, baton
     pthread_cond_init(&d->cv_work, NULL);
     pthread_cond_init(&d->cv_done, NULL);
     size_t n = baton_params_numel(params);
-    if ((rc = build_buckets(d)) < 0) goto fail;
+    if ((rc = build_buckets(d)) < 0 || (rc = baton__zero_init(d)) < 0) goto fail;
     if (d->world > 1) {
         if ((rc = sync_replicas(d)) < 0) goto fail;
         /* Collective decisions below depend only on the config, which every rank shares. */
@@ -352,6 +325,7 @@ void baton_ddp_free(baton_ddp *d) {
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv_work);
     pthread_cond_destroy(&d->cv_done);
+    baton__zero_free(d);
     free(d->b);
     free(d->bucket_of);
     free(d);

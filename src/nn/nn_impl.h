@@ -68,6 +68,13 @@ struct baton_tape {
     int cap_params;
     baton_grad_hook hook;
     void *hook_ctx;
+    int gemm;                /* baton_gemm_backend of the transformer ops (gemm.c) */
+    unsigned stamp;          /* incremented by every reset: a bf16 weight copy is fresh if its stamp matches */
+    uint16_t **wbf;          /* per parameter: bf16 copy of its data, or NULL (allocated on first use) */
+    unsigned *wbf_stamp;
+    size_t wbf_conversions;  /* weight conversions so far (tests: once per forward) */
+    uint16_t *bf16_scratch[2];
+    size_t bf16_scratch_cap[2];
 };
 
 void *baton__arena_alloc(baton_tape *t, size_t bytes);       /* aborts on out-of-memory */
@@ -90,6 +97,15 @@ BATON_OP_MAP(BATON_OP_DECL_)
 /* sgemm wrapper, row-major: c (M,N) = beta*c + op(a) @ op(b). */
 void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                   float beta, float *c, int ldc);
+
+/* Backend-selected gemm of the transformer ops (gemm.c), same convention as baton__sgemm; b_param is the
+ * parameter index of b (a weight whose bf16 copy is cached per forward) or -1. */
+void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                 int b_param, float beta, float *c, int ldc);
+void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld);   /* round to nearest even */
+float baton__bf16_round(float f);
+void baton__gemm_threads(int threads);       /* oneDNN's OpenMP threads */
+void baton__tape_gemm_free(baton_tape *t);   /* the tape's bf16 caches */
 
 /* Vectorized hot loops (kernels.c). */
 void baton__bias_act_rows(float *y, const float *b, int m, int n, int relu);

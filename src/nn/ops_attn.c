@@ -49,7 +49,7 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
         for (int hi = 0; hi < h; hi++) {
             const float *q = qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, *k = q + c, *v = q + 2 * c;
             float *p = rg ? p_all + ((size_t)bi * h + hi) * tsq : p_all;
-            baton__sgemm(0, 1, tt, tt, d, q, ld, k, ld, 0.0f, p, tt);   /* S = Q K^T */
+            baton__gemm(t, 0, 1, tt, tt, d, q, ld, k, ld, -1, 0.0f, p, tt);   /* S = Q K^T */
             for (int i = 0; i < tt; i++) {   /* scale, mask j > i, softmax over j <= i */
                 float *row = p + (size_t)i * tt, mx = -INFINITY, sum = 0.0f;
                 for (int j = 0; j <= i; j++) {
@@ -65,7 +65,7 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
                 for (int j = i + 1; j < tt; j++) row[j] = 0.0f;
             }
             /* Y (T,D) = P (T,T) @ V (T,D), into columns hi*D of y */
-            baton__sgemm(0, 0, tt, d, tt, p, tt, v, ld, 0.0f, y->data + (size_t)bi * tt * c + (size_t)hi * d, c);
+            baton__gemm(t, 0, 0, tt, d, tt, p, tt, v, ld, -1, 0.0f, y->data + (size_t)bi * tt * c + (size_t)hi * d, c);
         }
     baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
     nd->in[0] = qkv;
@@ -80,7 +80,6 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
  *   dP = dY V^T;  dV = P^T dY;  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(D);  dQ = dS K;  dK = dS^T Q
  * The Q, K, V blocks of all (b,h) tile qkv->grad exactly once, so one beta serves every write. */
 void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
-    (void)t;
     baton_tensor *qkv = nd->in[0], *y = nd->out;
     if (!baton__needs_grad(qkv)) return;
     int b = nd->iarg[0], h = nd->iarg[1];
@@ -95,8 +94,8 @@ void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
             float *dq = qkv->grad + off, *dk = dq + c, *dv = dq + 2 * c;
             const float *p = p_all + ((size_t)bi * h + hi) * tsq;
             const float *dy = y->grad + (size_t)bi * tt * c + (size_t)hi * d;
-            baton__sgemm(0, 1, tt, tt, d, dy, c, v, ld, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
-            baton__sgemm(1, 0, tt, d, tt, p, tt, dy, c, beta, dv, ld);    /* dV (T,D) = P^T dY */
+            baton__gemm(t, 0, 1, tt, tt, d, dy, c, v, ld, -1, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
+            baton__gemm(t, 1, 0, tt, d, tt, p, tt, dy, c, -1, beta, dv, ld);    /* dV (T,D) = P^T dY */
             for (int i = 0; i < tt; i++) {                               /* dS, in place of dP */
                 const float *pr = p + (size_t)i * tt;
                 float *gr = dp + (size_t)i * tt, dot = 0.0f;
@@ -104,7 +103,7 @@ void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
                 for (int j = 0; j <= i; j++) gr[j] = pr[j] * (gr[j] - dot) * scale;
                 for (int j = i + 1; j < tt; j++) gr[j] = 0.0f;
             }
-            baton__sgemm(0, 0, tt, d, tt, dp, tt, k, ld, beta, dq, ld);   /* dQ (T,D) = dS K */
-            baton__sgemm(1, 0, tt, d, tt, dp, tt, q, ld, beta, dk, ld);   /* dK (T,D) = dS^T Q */
+            baton__gemm(t, 0, 0, tt, d, tt, dp, tt, k, ld, -1, beta, dq, ld);   /* dQ (T,D) = dS K */
+            baton__gemm(t, 1, 0, tt, d, tt, dp, tt, q, ld, -1, beta, dk, ld);   /* dK (T,D) = dS^T Q */
         }
 }

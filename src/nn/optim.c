@@ -11,9 +11,29 @@
 struct baton_optim {
     baton_optim_config cfg;
     baton_params *p;      /* borrowed */
-    float *m, *v;         /* state slabs (numel floats); v only for adamw */
+    float *m, *v;         /* state for slab elements [lo, hi) (hi - lo floats); v only for adamw */
+    size_t lo, hi;        /* the shard this optimizer updates: [0, numel) unless sharded (ZeRO) */
     long steps;           /* steps taken */
 };
+
+static int alloc_state(baton_optim *o, size_t n) {
+    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    if (!bytes) bytes = 64;
+    int two = baton_optim_kind_slots(o->cfg.kind) == 2;
+    float *m = aligned_alloc(64, bytes), *v = two ? aligned_alloc(64, bytes) : NULL;
+    if (!m || (two && !v)) {
+        free(m);
+        free(v);
+        return baton__fail(BATON_ENOMEM, "optimizer: out of memory for %zu floats of state", n);
+    }
+    memset(m, 0, bytes);
+    if (v) memset(v, 0, bytes);
+    free(o->m);
+    free(o->v);
+    o->m = m;
+    o->v = v;
+    return BATON_OK;
+}
 
 int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config *cfg) {
     *out = NULL;
@@ -30,15 +50,11 @@ int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config
     if (!o) return baton__fail(BATON_ENOMEM, "optimizer: out of memory");
     o->cfg = *cfg;
     o->p = p;
-    size_t n = baton_params_numel(p);
-    o->m = aligned_alloc(64, n * sizeof(float));
-    if (two) o->v = aligned_alloc(64, n * sizeof(float));
-    if (!o->m || (two && !o->v)) {
+    o->hi = baton_params_numel(p);
+    if (alloc_state(o, o->hi) < 0) {
         baton_optim_free(o);
-        return baton__fail(BATON_ENOMEM, "optimizer: out of memory for %zu floats of state", n);
+        return BATON_ENOMEM;
     }
-    memset(o->m, 0, n * sizeof(float));
-    if (o->v) memset(o->v, 0, n * sizeof(float));
     *out = o;
     return BATON_OK;
 }
@@ -48,6 +64,23 @@ void baton_optim_free(baton_optim *o) {
     free(o->m);
     free(o->v);
     free(o);
+}
+
+int baton_optim_set_shard(baton_optim *o, size_t lo, size_t hi) {
+    if (lo > hi || hi > baton_params_numel(o->p))
+        return baton__fail(BATON_EINVAL, "optimizer: shard [%zu, %zu) is not inside the %zu-element slab", lo, hi,
+                           baton_params_numel(o->p));
+    if (lo == o->lo && hi == o->hi) return BATON_OK;
+    int rc = alloc_state(o, hi - lo);
+    if (rc < 0) return rc;
+    o->lo = lo;
+    o->hi = hi;
+    return BATON_OK;
+}
+
+void baton_optim_shard(const baton_optim *o, size_t *lo, size_t *hi) {
+    *lo = o->lo;
+    *hi = o->hi;
 }
 
 float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
@@ -80,15 +113,19 @@ void baton_optim_step(baton_optim *o, float lr) {
     /* One loop per view (decay differs per view); views are contiguous in the slab. */
     for (int i = 0, np = baton_params_count(p); i < np; i++) {
         const baton_param_info *v = baton_params_info(p, i);
-        size_t off = v->offset, n = v->count;
+        size_t off = v->offset, end = v->offset + v->count;   /* the view's part of this optimizer's shard */
+        if (off < o->lo) off = o->lo;
+        if (end > o->hi) end = o->hi;
+        if (off >= end) continue;
+        size_t n = end - off, s = off - o->lo;
         float wd = v->decay ? c->weight_decay : 0.0f;
-        if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + off, n, lr, c->momentum, wd);
-        else if (c->kind == BATON_OPTIM_LARS)
-            baton__lars(w + off, g + off, o->m + off, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
+        if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + s, n, lr, c->momentum, wd);
+        else if (c->kind == BATON_OPTIM_LARS)   /* the trust ratio needs whole views: not under ZeRO (refused) */
+            baton__lars(w + off, g + off, o->m + s, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
                         v->decay);
         else if (c->kind == BATON_OPTIM_LAMB)
-            baton__lamb(w + off, g + off, o->m + off, o->v + off, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
-        else adamw(w + off, g + off, o->m + off, o->v + off, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
+            baton__lamb(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
+        else adamw(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }
 
@@ -102,6 +139,14 @@ float baton_clip_grad_norm(baton_params *p, float max_norm) {
         baton__scale(baton_params_grad(p), n, k);
     }
     return norm;
+}
+
+double baton_grad_sumsq(baton_params *p, size_t lo, size_t hi) {
+    return hi > lo ? baton__sumsq(baton_params_grad(p) + lo, hi - lo) : 0.0;
+}
+
+void baton_grad_scale(baton_params *p, size_t lo, size_t hi, float k) {
+    if (hi > lo) baton__scale(baton_params_grad(p) + lo, hi - lo, k);
 }
 
 float baton_lr_at(const baton_lr_schedule *s, long step) {

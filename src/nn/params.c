@@ -51,7 +51,10 @@ float baton_rng_normal(baton_rng *r) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-void baton_set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+void baton_set_threads(int threads) {
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+    baton__gemm_threads(threads);
+}
 
 /* ---- parameters -------------------------------------------------------------------------------------- */
 struct baton_params {

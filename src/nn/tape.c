@@ -61,6 +61,7 @@ baton_tape *baton_tape_new(baton_params *params, uint64_t seed) {
     if (!t) return NULL;
     t->params = params;
     t->training = 1;
+    t->stamp = 1;
     baton_rng_seed(&t->rng, seed ^ 0x7461706564726f70ull);
     int np = params ? baton_params_count(params) : 0;
     t->cap_params = np;
@@ -82,12 +83,14 @@ void baton_tape_free(baton_tape *t) {
     }
     free(t->nodes);
     free(t->first_use);
+    baton__tape_gemm_free(t);
     free(t);
 }
 
 void baton_tape_reset(baton_tape *t, int training) {
     t->training = training;
     t->n_nodes = 0;
+    t->stamp++;   /* the parameters may have changed: bf16 weight copies are stale */
     if (t->chunks && t->chunks->next) {
         /* The last forward needed more than one chunk: fold them into one so the next needs none. */
         size_t total = 0;

@@ -22,6 +22,7 @@ enum {
     BATON_STORE_MAX_KEY = 256,              /* bytes */
     BATON_STORE_MAX_VALUE = 1 << 20,        /* bytes */
     BATON_STORE_MAX_KEYS = 1 << 16,         /* keys held at once */
+    BATON_STORE_MAX_CLIENTS = 16384,        /* connections served at once (fewer if descriptors are short) */
 };
 
 typedef struct baton_store_server baton_store_server;

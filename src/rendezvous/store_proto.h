@@ -156,8 +156,9 @@ int baton__store_auth_verify(const uint8_t *secret, size_t secret_len, const uin
 
 /* Server knobs; baton_store_server_start uses the defaults (0 = default). Tests shrink them. */
 typedef struct {
-    int auth_timeout_ms;   /* an unauthenticated connection is dropped after this; default 5000 */
-    int max_conns;         /* open connections; default min(4096, RLIMIT_NOFILE soft / 2), at least 16 */
+    int auth_timeout_ms;   /* an unauthenticated connection is dropped after this; default 30000 */
+    int max_conns;         /* open connections; default min(BATON_STORE_MAX_CLIENTS, RLIMIT_NOFILE - 256) after
+                            * raising the soft limit to the hard one, at least 16 */
     int max_unauth;        /* of which not yet authenticated; default max_conns / 4, at least 8 */
     size_t max_bytes;      /* keys + values held; default 256 MiB */
 } baton__store_limits;

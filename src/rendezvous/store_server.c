@@ -720,13 +720,29 @@ static int open_listener(const char *host, int port, int *fd_out, int *port_out)
                        last_errno == EADDRINUSE ? " (pick another port, or port 0 to let the system choose)" : "");
 }
 
+/* The descriptors this process may open: the soft limit raised to the hard one first (Debian's soft limit
+ * is 1024, which held the store to 512 clients). */
+static long descriptor_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (rlim_t)1 << 20 ? (rlim_t)1 << 20 : rl.rlim_max;
+        if (want > rl.rlim_cur) {
+            rl.rlim_cur = want;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? (long)1 << 20 : (long)rl.rlim_cur;
+}
+
 static baton__store_limits default_limits(const baton__store_limits *in) {
     baton__store_limits l = in ? *in : (baton__store_limits){0};
-    if (l.auth_timeout_ms <= 0) l.auth_timeout_ms = 5000;
-    if (l.max_conns <= 0) {
-        struct rlimit rl;
-        long soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 8192;
-        l.max_conns = (int)(soft / 2 < 4096 ? soft / 2 : 4096);
+    /* thousands of ranks connect at once; the server answers their handshakes one by one */
+    if (l.auth_timeout_ms <= 0) l.auth_timeout_ms = 30000;
+    if (l.max_conns <= 0) {   /* room for the job's clients, and for the rest of the hosting process */
+        long avail = descriptor_limit();
+        avail = avail > 512 ? avail - 256 : avail / 2;
+        l.max_conns = (int)(avail < BATON_STORE_MAX_CLIENTS ? avail : BATON_STORE_MAX_CLIENTS);
     }
     if (l.max_conns < 16) l.max_conns = 16;
     if (l.max_unauth <= 0) l.max_unauth = l.max_conns / 4;

@@ -46,7 +46,14 @@ struct baton_shm {
     uint8_t *stage;           /* [local_size][2][STAGE_BYTES] */
     uint8_t *chans;           /* [local_size][local_size][chan_stride] */
     size_t chan_stride;
+    size_t chan_bytes;        /* capacity of one ring */
 };
+
+size_t baton__shm_chan_bytes(int L) {
+    size_t b = BATON_SHM_CHAN_BYTES;
+    for (int l = BATON_SHM_CHAN_FULL_RANKS; l < L && b > BATON_SHM_CHAN_MIN_BYTES; l *= 2) b /= 4;
+    return b < BATON_SHM_CHAN_MIN_BYTES ? BATON_SHM_CHAN_MIN_BYTES : b;
+}
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -59,7 +66,10 @@ static size_t layout(baton_shm *s, uint8_t *base, int L) {
     off += (size_t)L * 2 * BATON_SHM_SMALL_BYTES;
     size_t stage_off = off;
     off += (size_t)L * 2 * BATON_SHM_STAGE_BYTES;
-    size_t chan_stride = align_up(sizeof(baton_shm_chan_ctl) + BATON_SHM_CHAN_BYTES, SHM_PAGE);
+    size_t chan_bytes = baton__shm_chan_bytes(L);
+    /* page-aligned rings while they are large; cache-line aligned once they are a page or two */
+    size_t chan_stride = align_up(sizeof(baton_shm_chan_ctl) + chan_bytes,
+                                  chan_bytes >= (size_t)16 * SHM_PAGE ? SHM_PAGE : BATON_SHM_CACHELINE);
     size_t chans_off = off;
     off += (size_t)L * (size_t)L * chan_stride;
     if (base) {
@@ -69,6 +79,7 @@ static size_t layout(baton_shm *s, uint8_t *base, int L) {
         s->stage = base + stage_off;
         s->chans = base + chans_off;
         s->chan_stride = chan_stride;
+        s->chan_bytes = chan_bytes;
     }
     return off;
 }
@@ -88,9 +99,12 @@ static int wait_for_attach(baton_shm *s, uint64_t deadline) {
 int baton__shm_open(const char *name, int local_rank, int local_size, const int *global_ranks,
                     uint64_t deadline_ns, baton_shm **out) {
     *out = NULL;
-    if (local_size < 1 || local_size > BATON_SHM_MAX_LOCAL || local_rank < 0 || local_rank >= local_size)
-        return baton__fail(BATON_EINVAL, "shared memory: local rank %d of %d is out of range (at most %d per node)",
-                           local_rank, local_size, BATON_SHM_MAX_LOCAL);
+    if (local_size >= 1 && local_size <= BATON_SHM_MAX_LOCAL && (local_rank < 0 || local_rank >= local_size))
+        return baton__fail(BATON_EINVAL, "shared memory: local rank %d of %d is out of range", local_rank, local_size);
+    if (local_size < 1 || local_size > BATON_SHM_MAX_LOCAL)
+        return baton__fail(BATON_EINVAL, "shared memory: %d local ranks on one node is over the limit of %d "
+                           "(BATON_SHM_MAX_LOCAL); run fewer ranks per node or --transport tcp",
+                           local_size, BATON_SHM_MAX_LOCAL);
     baton_shm *s = calloc(1, sizeof *s);
     if (!s) return baton__fail(BATON_ENOMEM, "shared memory: out of memory");
     s->local_rank = local_rank;
@@ -402,7 +416,7 @@ static int shm_sendrecv(baton_transport *t, int speer, const void *sbuf, size_t 
     const uint8_t *sp = sbuf;
     uint8_t *rp = rbuf;
     size_t sent = 0, got = 0, reported = 0;
-    const uint64_t cap = BATON_SHM_CHAN_BYTES;
+    const uint64_t cap = s->chan_bytes;
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
     while (sent < stotal || got < rtotal) {

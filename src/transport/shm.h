@@ -9,7 +9,8 @@
  *   rank blocks[L]                   per local rank: pid, progress counters (each on its own cache line)
  *   small slots[L][2]                small all-reduce: each rank's input, by sequence parity
  *   stage[L][2]                      large collectives: each rank's staging buffer, double-buffered
- *   channels[L][L]                   p2p byte rings, one per ordered pair (src -> dst)
+ *   channels[L][L]                   p2p byte rings, one per ordered pair (src -> dst); smaller past 64
+ *                                    ranks (baton__shm_chan_bytes), so 512 ranks map ~3.3 GiB, not 68
  *
  * Progress counters only grow. A rank posts a counter after finishing a step; a peer waits until every
  * rank's counter has reached a value. Waiting spins, yields, then naps (baton__backoff), checks the
@@ -30,11 +31,17 @@
 
 enum {
     BATON_SHM_CACHELINE = 64,
-    BATON_SHM_MAX_LOCAL = 64,                  /* local ranks per node */
+    BATON_SHM_MAX_LOCAL = 512,                 /* local ranks per node */
     BATON_SHM_SMALL_BYTES = 32 << 10,          /* one small slot (8-byte header + all-reduce input) */
     BATON_SHM_STAGE_BYTES = 2 << 20,           /* one staging buffer (a chunk of a large collective) */
-    BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring */
+    BATON_SHM_CHAN_BYTES = 256 << 10,          /* one p2p ring, up to BATON_SHM_CHAN_FULL_RANKS local ranks */
+    BATON_SHM_CHAN_FULL_RANKS = 64,            /* past this the rings shrink so that L * L rings stay ~1 GiB */
+    BATON_SHM_CHAN_MIN_BYTES = 4 << 10,        /* the smallest ring (512 local ranks) */
 };
+
+/* The ring size for L local ranks: BATON_SHM_CHAN_BYTES up to 64 ranks, then a quarter for every doubling
+ * (L * L rings of it stay near 64 * 64 * 256 KiB = 1 GiB of segment, most never touched), at least 4 KiB. */
+size_t baton__shm_chan_bytes(int local_size);
 
 /* The counters of one rank. */
 typedef enum {

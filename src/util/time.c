@@ -1,6 +1,7 @@
 /* time.c: monotonic clock, deadlines, sleeping and the spin-then-back-off waiter. */
 #include <errno.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "util/util.h"
@@ -30,8 +31,32 @@ void baton__sleep_ns(uint64_t ns) {
  * yield and nap phases hand the core to the rank that must move. */
 enum { BACKOFF_SPIN = 4000, BACKOFF_YIELD = 200, NAP_MIN_NS = 1000, NAP_MAX_NS = 200000 };
 
+/* When the ranks far outnumber the cores (512 ranks on 2 cores), a spinning waiter burns the time slice of
+ * the rank it waits for, and hundreds of waiters napping 200 us each wake a million times a second: a
+ * 512-rank job did not get through init in 120 s. Oversubscribed (more than OVERSUB_RATIO ranks per CPU), a
+ * wait skips the spin phase, yields a few times and then naps up to 200 us per rank per CPU (at most
+ * 10 ms), so that waiters leave the run queue to the ranks that can move. */
+enum { OVERSUB_RATIO = 4, OVERSUB_YIELD = 8, OVERSUB_NAP_MAX_NS = 10000000 };
+static _Atomic uint32_t nap_max_ns = NAP_MAX_NS; /* > NAP_MAX_NS: oversubscribed */
+
+void baton__backoff_set_load(int ranks, int cpus) {
+    if (cpus < 1) cpus = 1;
+    uint64_t nap = NAP_MAX_NS;
+    if (ranks > OVERSUB_RATIO * cpus) {
+        nap = (uint64_t)NAP_MAX_NS * (uint64_t)ranks / (uint64_t)cpus;
+        if (nap > OVERSUB_NAP_MAX_NS) nap = OVERSUB_NAP_MAX_NS;
+    }
+    atomic_store_explicit(&nap_max_ns, (uint32_t)nap, memory_order_relaxed);
+}
+
+int baton__backoff_oversubscribed(void) {
+    return atomic_load_explicit(&nap_max_ns, memory_order_relaxed) > NAP_MAX_NS;
+}
+
 void baton__backoff_init(baton_backoff *b) {
-    b->iter = 0;
+    b->nap_max_ns = atomic_load_explicit(&nap_max_ns, memory_order_relaxed);
+    /* skipping ahead keeps `iter` meaning "calls so far" for callers that act every so many calls */
+    b->iter = b->nap_max_ns > NAP_MAX_NS ? BACKOFF_SPIN + BACKOFF_YIELD - OVERSUB_YIELD : 0;
     b->nap_ns = NAP_MIN_NS;
 }
 
@@ -47,6 +72,6 @@ void baton__backoff(baton_backoff *b) {
         return;
     }
     baton__sleep_ns(b->nap_ns);
-    if (b->nap_ns < NAP_MAX_NS) b->nap_ns *= 2;
-    if (b->nap_ns > NAP_MAX_NS) b->nap_ns = NAP_MAX_NS;
+    if (b->nap_ns < b->nap_max_ns) b->nap_ns *= 2;
+    if (b->nap_ns > b->nap_max_ns) b->nap_ns = b->nap_max_ns;
 }

@@ -62,9 +62,14 @@ int baton__parse_size(const char *s, uint64_t max, uint64_t *out);
 typedef struct {
     uint32_t iter;     /* calls so far */
     uint32_t nap_ns;   /* current nap once sleeping */
+    uint32_t nap_max_ns;
 } baton_backoff;
 void baton__backoff_init(baton_backoff *b);
 void baton__backoff(baton_backoff *b);
+/* Process-wide, set by baton_init: this node's ranks and the CPUs they share. Past 4 ranks per CPU waits
+ * skip spinning, nap early and nap longer (baton__backoff_oversubscribed() is then 1). */
+void baton__backoff_set_load(int ranks, int cpus);
+int baton__backoff_oversubscribed(void);
 
 static inline void baton__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

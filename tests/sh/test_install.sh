@@ -24,6 +24,8 @@ for f in bin/baton lib/libbaton.a lib/libbaton.so include/baton/comm.h include/b
          include/baton/nn.h include/baton/ddp.h include/baton/data.h lib/pkgconfig/baton.pc; do
     check "installed $f" test -e "$P/$f"
 done
+# the MPI plugin (built when libopenmpi-dev is installed) goes next to the library it is loaded by
+if [ -f "$BUILD/libbaton-mpi.so" ]; then check "installed lib/libbaton-mpi.so" test -e "$P/lib/libbaton-mpi.so"; fi
 pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 check "installed the Python package" test -f "$P/lib/python$pyv/dist-packages/baton/__init__.py"
 got=$(cd "$T" && PYTHONPATH="$P/lib/python$pyv/dist-packages" timeout 60 /usr/bin/python3 -c \

@@ -1,0 +1,86 @@
+#!/bin/sh
+# mpi_transport.sh: the two floors of issue 8 for the MPI transport, side by side, interleaved rounds, medians.
+#
+#   bench/mpi_transport.sh [ROUNDS] [cluster|local|both]
+#
+# cluster: a simulated cluster of 2 nodes x 2 ranks (tests/cluster/netns.sh, tbf 1 Gbit/s per node), f32 sum
+#          all-reduce of 16 and 64 MiB: baton over tcp (`netns.sh launch`: one `baton run --nnodes 2` per
+#          node) against baton over --transport mpi (mpirun.openmpi inside node 0, each node's orted started
+#          in its namespace by a launch agent). Floor: mpi within 10 % of tcp.
+# local:   one machine, 2 ranks, 4 B and 1 MiB: `mpirun.openmpi -np 2 baton bench allreduce` (Open MPI's
+#          default placement; shared memory, as baton finds it under mpirun) against `baton run -n 2 baton bench allreduce`. Floor: within 10 %.
+# Each round runs every configuration once, in alternating order; the table has each one's median time_us.
+# Needs root (namespaces). Run it under `flock /tmp/baton-bench.lock`. Prints CPU, load, OPENBLAS_CORETYPE.
+set -u
+ROUNDS=${1:-5}
+WHAT=${2:-both}
+BUILD=${BUILD:-build}
+B=$(cd "$(dirname "$0")/.." && pwd)
+cd "$B"
+BATON="$B/$BUILD/baton"
+MPIRUN="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none"
+[ -x "$BATON" ] && [ -f "$BUILD/libbaton-mpi.so" ] || { echo "build first (make; needs libopenmpi-dev)" >&2; exit 2; }
+dir=$(mktemp -d /tmp/baton-mpibench-XXXXXX) || exit 1
+name=
+cleanup() { [ -n "$name" ] && tests/cluster/netns.sh down "$name"; rm -rf "$dir"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load: $(uptime | sed 's/.*load average: //')"
+echo "# OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} (same for every side)"
+
+# time_us of the row of SIZE bytes in a bench output
+pick() { awk -v s="$1" '$1 == s { print $6; exit }'; }
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "NA"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+if [ "$WHAT" = cluster ] || [ "$WHAT" = both ]; then
+    name=$(tests/cluster/netns.sh up 2 --name "baton-mpib$$") || exit 1
+    printf '%s-n0 slots=2\n%s-n1 slots=2\n' "$name" "$name" > "$dir/hosts"
+    ARGS="allreduce -b 16M -e 64M -f 4 -n 5 -w 2"
+    run_tcp() { BATON="$BATON" tests/cluster/netns.sh launch "$name" -n 2 -- "$BATON" bench $ARGS 2>&1; }
+    run_mpi() {
+        timeout 300 ip netns exec "$name-n0" $MPIRUN --hostfile "$dir/hosts" -np 4 --mca plm_rsh_agent "$B/tests/cluster/netns_agent.sh" \
+            --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 ${MPI_EXTRA:-} "$BATON" bench $ARGS \
+            --transport mpi 2>&1
+    }
+    echo "# cluster: 2 nodes x 2 ranks, tbf 1gbit; baton bench $ARGS; MPI_EXTRA='${MPI_EXTRA:-}'"
+    r=1
+    while [ "$r" -le "$ROUNDS" ]; do
+        if [ $((r % 2)) = 1 ]; then order="tcp mpi"; else order="mpi tcp"; fi
+        for side in $order; do
+            out=$(run_$side)
+            echo "$out" | grep -q "transport $side" || { echo "$side round $r failed:"; echo "$out"; }
+            for s in 16777216 67108864; do echo "$out" | pick $s >> "$dir/c-$side-$s"; done
+        done
+        r=$((r + 1))
+    done
+    printf '%-10s %14s %14s %8s\n' size tcp_us mpi_us mpi/tcp
+    for s in 16777216 67108864; do
+        t=$(median < "$dir/c-tcp-$s"); m=$(median < "$dir/c-mpi-$s")
+        printf '%-10s %14s %14s %8s\n' "$s" "$t" "$m" "$(awk -v a="$m" -v b="$t" 'BEGIN { printf "%.3f", a / b }')"
+    done
+    echo "# per round (us): tcp 64M: $(tr '\n' ' ' < "$dir/c-tcp-67108864"); mpi 64M: $(tr '\n' ' ' < "$dir/c-mpi-67108864")"
+fi
+
+if [ "$WHAT" = local ] || [ "$WHAT" = both ]; then
+    echo "# local: 2 ranks on one machine, shared memory under both launchers"
+    for s in 4 1048576; do
+        A="allreduce -b $s -e $s -n 2000 -w 100 --min-time 0.5"
+        r=1
+        while [ "$r" -le "$ROUNDS" ]; do
+            if [ $((r % 2)) = 1 ]; then order="run mpirun"; else order="mpirun run"; fi
+            for side in $order; do
+                if [ $side = run ]; then out=$("$BATON" run -n 2 -- "$BATON" bench $A 2>&1)
+                else out=$(timeout 120 mpirun.openmpi --allow-run-as-root -np 2 "$BATON" bench $A 2>&1); fi
+                echo "$out" | grep -q "2 ranks, 1 node(s), transport shm" || { echo "$side: not one node over shm:"; echo "$out"; }
+                echo "$out" | pick $s >> "$dir/l-$side-$s"
+            done
+            r=$((r + 1))
+        done
+    done
+    printf '%-10s %14s %14s %8s\n' size run_us mpirun_us ratio
+    for s in 4 1048576; do
+        a=$(median < "$dir/l-run-$s"); m=$(median < "$dir/l-mpirun-$s")
+        printf '%-10s %14s %14s %8s\n' "$s" "$a" "$m" "$(awk -v a="$m" -v b="$a" 'BEGIN { printf "%.3f", a / b }')"
+    done
+fi

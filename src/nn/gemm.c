@@ -1,0 +1,270 @@
+/* gemm.c: the matrix multiplies of the transformer ops (linear, matmul, attention), on the backend their tape
+ * selects (baton_tape_set_gemm): OpenBLAS sgemm, oneDNN sgemm, or oneDNN's matmul primitive on bf16 operands
+ * with f32 accumulation and an f32 result (mixed precision: the master weights and every other tensor stay
+ * f32). Row-major throughout: c (M,N) = beta*c + op(a) @ op(b), op(x) = x or x^T.
+ *
+ * bf16: each operand is rounded to bf16 (nearest even) into a compact scratch buffer, except a weight (a
+ * parameter as operand b), whose bf16 copy the tape converts once per forward (at its first use after
+ * baton_tape_reset, i.e. after the optimizer step) and reuses in the backward. oneDNN primitives are created
+ * once per shape (transposes, M, N, K, ldc, beta = 0 or not) and cached process-wide. */
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_impl.h"
+#include "util/util.h"
+
+/* ---- f32 -> bf16 ---------------------------------------------------------------------------------------- */
+static inline uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);   /* NaN stays NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld) {
+    for (int i = 0; i < rows; i++) {
+        const float *s = src + (size_t)i * ld;
+        uint16_t *d = dst + (size_t)i * cols;
+        for (int j = 0; j < cols; j++) d[j] = to_bf16(s[j]);
+    }
+}
+
+/* dst (cols, rows) compact = src (rows, cols; ld)^T, in bf16; blocked so both sides stay in cache */
+static void to_bf16_transposed(uint16_t *dst, const float *src, int rows, int cols, int ld) {
+    enum { BLK = 32 };
+    for (int i0 = 0; i0 < rows; i0 += BLK)
+        for (int j0 = 0; j0 < cols; j0 += BLK) {
+            int i1 = i0 + BLK < rows ? i0 + BLK : rows, j1 = j0 + BLK < cols ? j0 + BLK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(size_t)j * rows + i] = to_bf16(src[(size_t)i * ld + j]);
+        }
+}
+
+float baton__bf16_round(float f) {
+    uint32_t u = (uint32_t)to_bf16(f) << 16;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+/* ---- oneDNN: engine, stream, primitive cache -------------------------------------------------------------- */
+typedef struct {
+    int ta, tb, m, n, k, lda, ldb, ldc;   /* key, with beta */
+    float beta;
+    dnnl_primitive_t prim;
+    dnnl_memory_t ma, mb, mc;
+} prim_entry;
+
+#define PRIM_CACHE 512
+static struct {
+    pthread_mutex_t mu;
+    int init;         /* 0 not tried, 1 ready, -1 failed */
+    int bf16;         /* the CPU has AVX512_BF16 or AMX (oneDNN's effective ISA) */
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    prim_entry e[PRIM_CACHE];
+    int n;
+} g_dnnl = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int dnnl_ready(void) {
+    pthread_mutex_lock(&g_dnnl.mu);
+    if (!g_dnnl.init) {
+        g_dnnl.init = -1;
+        if (dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0) == dnnl_success &&
+            dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags) == dnnl_success)
+            g_dnnl.init = 1;
+        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        g_dnnl.bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    }
+    int ok = g_dnnl.init == 1;
+    pthread_mutex_unlock(&g_dnnl.mu);
+    return ok;
+}
+
+int baton_gemm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
+
+static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t dt) {
+    /* logical (rows, cols); stored row-major as given (trans: the stored matrix is (cols, rows)) */
+    dnnl_dims_t dims = {rows, cols}, strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+}
+
+static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta) {
+    pthread_mutex_lock(&g_dnnl.mu);
+    for (int i = 0; i < g_dnnl.n; i++) {
+        prim_entry *e = &g_dnnl.e[i];
+        if (e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldb == ldb &&
+            e->ldc == ldc && e->beta == beta) {
+            pthread_mutex_unlock(&g_dnnl.mu);
+            return e;
+        }
+    }
+    if (g_dnnl.n == PRIM_CACHE) {   /* full (many shapes, e.g. generation): start over */
+        for (int i = 0; i < g_dnnl.n; i++) {
+            dnnl_primitive_destroy(g_dnnl.e[i].prim);
+            dnnl_memory_destroy(g_dnnl.e[i].ma);
+            dnnl_memory_destroy(g_dnnl.e[i].mb);
+            dnnl_memory_destroy(g_dnnl.e[i].mc);
+        }
+        g_dnnl.n = 0;
+    }
+    prim_entry *e = &g_dnnl.e[g_dnnl.n];
+    memset(e, 0, sizeof *e);
+    *e = (prim_entry){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = beta};
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = !md2(&a_md, m, k, ta, lda, dnnl_bf16) && !md2(&b_md, k, n, tb, ldb, dnnl_bf16) &&
+             !md2(&c_md, m, n, 0, ldc, dnnl_f32) && dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && beta != 0.0f)
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, g_dnnl.engine, NULL) == dnnl_success &&
+         dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+         dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (ok) g_dnnl.n++;
+    pthread_mutex_unlock(&g_dnnl.mu);
+    if (!ok) {   /* every shape here is a plain 2-D matmul oneDNN implements; failing is a broken install */
+        fprintf(stderr, "baton: oneDNN could not create a bf16 matmul (%dx%dx%d); reinstall libdnnl2\n", m, n, k);
+        abort();
+    }
+    return e;
+}
+
+/* beta is part of the primitive (the sum post-op's scale); the ops pass only 0 and 1. */
+static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                        float beta, float *c, int ldc) {
+    prim_entry *e = prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta);
+    dnnl_memory_set_data_handle(e->ma, (void *)a);
+    dnnl_memory_set_data_handle(e->mb, (void *)b);
+    dnnl_memory_set_data_handle(e->mc, c);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}};
+    if (dnnl_primitive_execute(e->prim, g_dnnl.stream, 3, args) != dnnl_success) {
+        fprintf(stderr, "baton: oneDNN bf16 matmul failed (%dx%dx%d)\n", m, n, k);
+        abort();
+    }
+}
+
+/* ---- scratch and the per-tape weight cache ------------------------------------------------------------------ */
+static uint16_t *scratch_get(baton_tape *t, int which, size_t n) {
+    if (t->bf16_scratch_cap[which] < n) {
+        free(t->bf16_scratch[which]);
+        t->bf16_scratch[which] = malloc(n * sizeof(uint16_t));
+        if (!t->bf16_scratch[which]) {
+            fprintf(stderr, "baton: out of memory for %zu bf16 values\n", n);
+            abort();
+        }
+        t->bf16_scratch_cap[which] = n;
+    }
+    return t->bf16_scratch[which];
+}
+
+/* The bf16 copy of parameter p's data, converted at its first use since the tape's last reset. */
+static const uint16_t *weight_bf16(baton_tape *t, int p) {
+    baton_tensor *w = baton_params_tensor(t->params, p);
+    if (!t->wbf) {
+        t->wbf = calloc((size_t)t->cap_params, sizeof *t->wbf);
+        t->wbf_stamp = calloc((size_t)t->cap_params, sizeof *t->wbf_stamp);
+        if (!t->wbf || !t->wbf_stamp) {
+            fprintf(stderr, "baton: out of memory for the bf16 weight cache\n");
+            abort();
+        }
+    }
+    if (!t->wbf[p]) {
+        t->wbf[p] = malloc(w->n * sizeof(uint16_t));
+        if (!t->wbf[p]) {
+            fprintf(stderr, "baton: out of memory for the bf16 weight cache\n");
+            abort();
+        }
+    }
+    if (t->wbf_stamp[p] != t->stamp) {
+        baton__to_bf16(t->wbf[p], w->data, 1, (int)w->n, (int)w->n);
+        t->wbf_stamp[p] = t->stamp;
+        t->wbf_conversions++;
+    }
+    return t->wbf[p];
+}
+
+/* ---- the entry points ------------------------------------------------------------------------------------- */
+static void run(int backend, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                float beta, float *c, int ldc, baton_tape *t, int b_param) {
+    if (m == 0 || n == 0) return;
+    if (backend == BATON_GEMM_ONEDNN_BF16 && k > 0 && dnnl_ready() && g_dnnl.bf16) {
+        /* compact bf16 copies: a always as (m,k) (oneDNN's matmul is much slower on a transposed source), b in
+         * its stored orientation, (k,n) or (n,k) */
+        int br = tb ? n : k, bc = tb ? k : n;
+        uint16_t *ab = t ? scratch_get(t, 0, (size_t)m * k) : malloc((size_t)m * k * sizeof *ab);
+        BATON_ASSERT(ab);
+        if (ta) to_bf16_transposed(ab, a, k, m, lda);
+        else baton__to_bf16(ab, a, m, k, lda);
+        const uint16_t *bb;
+        uint16_t *bown = NULL;
+        int bld = bc;
+        if (t && t->params && b_param >= 0) {
+            bb = weight_bf16(t, b_param);
+            bld = ldb;   /* the whole parameter, row length ldb */
+        } else {
+            bown = t ? scratch_get(t, 1, (size_t)br * bc) : malloc((size_t)br * bc * sizeof *bown);
+            BATON_ASSERT(bown);
+            baton__to_bf16(bown, b, br, bc, ldb);
+            bb = bown;
+        }
+        bf16_matmul(0, tb, m, n, k, ab, k, bb, bld, beta, c, ldc);
+        if (!t) {
+            free(ab);
+            free(bown);
+        }
+        return;
+    }
+    if (backend != BATON_GEMM_OPENBLAS && dnnl_ready()) {
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    baton__sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                 int b_param, float beta, float *c, int ldc) {
+    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, t, b_param);
+}
+
+void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc) {
+    run(backend, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, -1);
+}
+
+int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend) {
+    if (backend < BATON_GEMM_OPENBLAS || backend > BATON_GEMM_ONEDNN_BF16)
+        return baton__fail(BATON_EINVAL, "gemm backend %d unknown", (int)backend);
+    if (backend != BATON_GEMM_OPENBLAS && !dnnl_ready())
+        return baton__fail(BATON_EINVAL, "oneDNN could not create a CPU engine");
+    if (backend == BATON_GEMM_ONEDNN_BF16 && !g_dnnl.bf16)
+        return baton__fail(BATON_EINVAL, "this CPU has neither AVX512_BF16 nor AMX (oneDNN's ISA: %#x)",
+                           (unsigned)dnnl_get_effective_cpu_isa());
+    t->gemm = backend;
+    return BATON_OK;
+}
+
+size_t baton_tape_bf16_conversions(const baton_tape *t) { return t->wbf_conversions; }
+
+void baton__gemm_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+
+void baton__tape_gemm_free(baton_tape *t) {
+    for (int i = 0; t->wbf && i < t->cap_params; i++) free(t->wbf[i]);
+    free(t->wbf);
+    free(t->wbf_stamp);
+    free(t->bf16_scratch[0]);
+    free(t->bf16_scratch[1]);
+}

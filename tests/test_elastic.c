@@ -1,0 +1,106 @@
+/* test_elastic.c: `baton run --nnodes MIN:MAX` on loopback, three launchers as separate node processes
+ * training one job with checkpoints: the launcher of node 2 is SIGKILLed mid-run (its worker dies with it);
+ * the two launchers left re-rendezvous, restart their workers as a world of 2, the workers resume from the
+ * last checkpoint (converting the position), and the job finishes. Hard timeout; nothing left behind (the
+ * killed launcher's worker dies by its parent-death signal, the others exit). */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TEST_T(elastic_node_lost_job_continues_on_the_rest, 400) {
+    char cmd[16384], ck[512], out[3][600];
+    int port = th_free_port();
+    snprintf(ck, sizeof ck, "%s/ck", th_tmpdir());
+    for (int i = 0; i < 3; i++) snprintf(out[i], sizeof out[i], "%s/out%d", th_tmpdir(), i);
+    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 30 --checkpoint-every 3 "
+                        "--warmup 0 --threads 1 --resume --json";
+    char node[3][4000];
+    for (int i = 0; i < 3; i++)
+        snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
+                 "-- %s train %s --checkpoint %s > %s 2>&1", th_baton(), i, port, th_baton(), train, ck, out[i]);
+    snprintf(cmd, sizeof cmd,
+             "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; "
+             "%s & P0=$!; %s & P1=$!; %s & P2=$!; "
+             "i=0; while [ ! -f %s/step-6/COMMIT ] && [ $i -lt 1500 ]; do sleep 0.2; i=$((i+1)); done; "
+             "kill -9 $P2; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; echo \"r0=$r0 r1=$r1\"",
+             "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], node[2], ck);
+    char *o = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 380, &o, NULL), 0);
+    char *o0 = NULL, *o1 = NULL;
+    char c2[700];
+    snprintf(c2, sizeof c2, "cat %s", out[0]);
+    th_run(c2, 10, &o0, NULL);
+    snprintf(c2, sizeof c2, "cat %s", out[1]);
+    th_run(c2, 10, &o1, NULL);
+    if (!strstr(o, "r0=0 r1=0")) fprintf(stderr, "%s\n--- node 0:\n%s\n--- node 1:\n%s\n", o, o0, o1);
+    ASSERT_CONTAINS(o, "r0=0 r1=0");
+    /* node ranks follow the join order; rank 0 (the summary) is on whichever node joined first */
+    for (int i = 0; i < 2; i++) {
+        const char *oi = i ? o1 : o0;
+        ASSERT_CONTAINS(oi, "of 3, world size 3");
+        ASSERT_CONTAINS(oi, "re-rendezvous with the nodes that are left");
+        ASSERT_CONTAINS(oi, "of 2, world size 2");
+    }
+    const char *r0 = strstr(o0, "\"world_size\":2") ? o0 : o1;
+    ASSERT_CONTAINS(r0, "resuming from");
+    ASSERT_CONTAINS(r0, "the checkpoint was written by 3 rank(s)");
+    ASSERT_CONTAINS(r0, "\"world_size\":2");
+    ASSERT_CONTAINS(r0, "\"steps\":30");
+    char done[600];
+    snprintf(done, sizeof done, "%s/step-30/COMMIT", ck);
+    ASSERT_EQ_INT(access(done, F_OK), 0);
+    free(o);
+    free(o0);
+    free(o1);
+}
+
+TEST(elastic_bad_flags_one_line) {
+    static const char *const bad[] = {"--nnodes 3:2", "--nnodes 0:2", "--nnodes 2:", "--nnodes :3", "--nnodes 1:x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff %s run %s "
+                 "--rdzv 127.0.0.1:1 -- true", th_baton(), bad[i]);
+        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 2);
+        ASSERT_CONTAINS(out, "--nnodes");
+        free(out);
+    }
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff %s run "
+             "--nnodes 1:2 -- true", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "needs --rdzv");
+    free(out);
+}
+
+/* A launcher that joins a running job (room below MAX): the round stops, and the job continues on 3 nodes. */
+TEST_T(elastic_node_joins_running_job, 400) {
+    char cmd[16384], ck[512], out[3][600], node[3][4000];
+    int port = th_free_port();
+    snprintf(ck, sizeof ck, "%s/ck", th_tmpdir());
+    for (int i = 0; i < 3; i++) snprintf(out[i], sizeof out[i], "%s/out%d", th_tmpdir(), i);
+    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 30 --checkpoint-every 3 "
+                        "--warmup 0 --threads 1 --resume --json";
+    for (int i = 0; i < 3; i++)
+        snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
+                 "-- %s train %s --checkpoint %s > %s 2>&1", th_baton(), i, port, th_baton(), train, ck, out[i]);
+    snprintf(cmd, sizeof cmd,
+             "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; %s & P0=$!; %s & P1=$!; "
+             "i=0; while [ ! -f %s/step-3/COMMIT ] && [ $i -lt 1500 ]; do sleep 0.2; i=$((i+1)); done; "
+             "%s & P2=$!; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; r2=$?; echo \"r0=$r0 r1=$r1 r2=$r2\"",
+             "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], ck, node[2]);
+    char *o = NULL, *o2 = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 380, &o, NULL), 0);
+    char c2[2000];
+    snprintf(c2, sizeof c2, "cat %s %s %s", out[0], out[1], out[2]);
+    th_run(c2, 10, &o2, NULL);
+    if (!strstr(o, "r0=0 r1=0 r2=0")) fprintf(stderr, "%s\n--- nodes:\n%s\n", o, o2);
+    ASSERT_CONTAINS(o, "r0=0 r1=0 r2=0");
+    ASSERT_CONTAINS(o2, "of 2, world size 2");
+    ASSERT_CONTAINS(o2, "a launcher is waiting to join");
+    ASSERT_CONTAINS(o2, "of 3, world size 3");
+    ASSERT_CONTAINS(o2, "\"world_size\":3");
+    ASSERT_CONTAINS(o2, "\"steps\":30");
+    free(o);
+    free(o2);
+}

@@ -1,0 +1,226 @@
+/* test_gemm.c: the matrix-multiply backends of the transformer ops (src/nn/gemm.c): every layout (transposes,
+ * leading dimensions wider than the matrix, beta 0 and 1) of OpenBLAS, oneDNN f32 and oneDNN bf16 against a
+ * double-precision reference; bf16 is exactly "round the operands to bf16, accumulate in f32"; the weight copies
+ * are converted once per forward and refreshed after the weights change; a bf16 GPT trains like the f32 one. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "baton/gpt.h"
+#include "baton/nn.h"
+#include "harness.h"
+#include "nn/nn_impl.h"
+
+static void fill(float *x, size_t n, baton_rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = baton_rng_normal(r);
+}
+
+/* c (m,n; ldc) = beta*c + op(a) @ op(b) in double; round: operands rounded to bf16 first */
+static void reference(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
+                      double *c, int ldc, int round, double *absum) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0.0, s = 0.0;
+            for (int p = 0; p < k; p++) {
+                float av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                float bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                if (round) {
+                    av = baton__bf16_round(av);
+                    bv = baton__bf16_round(bv);
+                }
+                acc += (double)av * bv;
+                s += fabs((double)av * bv);
+            }
+            c[(size_t)i * ldc + j] = acc + beta * c[(size_t)i * ldc + j];
+            absum[(size_t)i * ldc + j] = s + fabs(beta * c[(size_t)i * ldc + j]);
+        }
+}
+
+static void check_layouts(baton_gemm_backend be) {
+    baton_rng r;
+    baton_rng_seed(&r, 11);
+    const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 96, 128}, {130, 3, 257}};
+    int checked = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                    int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;   /* strided views */
+                    float beta = (float)bi;
+                    float *a = malloc((size_t)(ta ? k : m) * lda * sizeof *a), *b = malloc((size_t)(tb ? n : k) * ldb * sizeof *b);
+                    float *c = malloc((size_t)m * ldc * sizeof *c);
+                    double *ref = malloc((size_t)m * ldc * sizeof *ref), *abs_ = malloc((size_t)m * ldc * sizeof *abs_);
+                    fill(a, (size_t)(ta ? k : m) * lda, &r);
+                    fill(b, (size_t)(tb ? n : k) * ldb, &r);
+                    fill(c, (size_t)m * ldc, &r);
+                    for (size_t i = 0; i < (size_t)m * ldc; i++) ref[i] = c[i];
+                    reference(ta, tb, m, n, k, a, lda, b, ldb, beta, ref, ldc, be == BATON_GEMM_ONEDNN_BF16, abs_);
+                    float pad = c[n];   /* a column past n in row 0: must not be written */
+                    baton_gemm(be, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) {
+                            size_t ij = (size_t)i * ldc + j;
+                            /* f32 accumulation of k products: error ~ k * 2^-24 * sum |a b| */
+                            double tol = 1e-6 + 4.0 * k * 6e-8 * abs_[ij];
+                            if (!(fabs(c[ij] - ref[ij]) <= tol))
+                                th_fail(__FILE__, __LINE__, "backend %d ta %d tb %d %dx%dx%d beta %g: c[%d,%d] %.9g vs %.9g",
+                                        (int)be, ta, tb, m, n, k, (double)beta, i, j, (double)c[ij], ref[ij]);
+                        }
+                    ASSERT_TRUE(c[n] == pad);
+                    checked++;
+                    free(a);
+                    free(b);
+                    free(c);
+                    free(ref);
+                    free(abs_);
+                }
+    ASSERT_EQ_INT(checked, 40);
+}
+
+TEST(openblas_every_layout_matches_reference) { check_layouts(BATON_GEMM_OPENBLAS); }
+TEST(onednn_f32_every_layout_matches_reference) { check_layouts(BATON_GEMM_ONEDNN); }
+
+TEST(onednn_bf16_rounds_operands_and_accumulates_in_f32) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    check_layouts(BATON_GEMM_ONEDNN_BF16);
+    /* and it is not f32: an operand with more than 8 significant bits changes the product */
+    float a = 1.0f + 1.0f / 512.0f, b = 1.0f, c = 0.0f;
+    baton_gemm(BATON_GEMM_ONEDNN_BF16, 0, 0, 1, 1, 1, &a, 1, &b, 1, 0.0f, &c, 1);
+    ASSERT_TRUE(c == 1.0f);
+    baton_gemm(BATON_GEMM_ONEDNN, 0, 0, 1, 1, 1, &a, 1, &b, 1, 0.0f, &c, 1);
+    ASSERT_TRUE(c == a);
+}
+
+TEST(bf16_rounding_is_nearest_even) {
+    ASSERT_TRUE(baton__bf16_round(1.0f) == 1.0f);
+    ASSERT_TRUE(baton__bf16_round(1.0f + 1.0f / 256.0f) == 1.0f);                        /* tie: to even */
+    ASSERT_TRUE(baton__bf16_round(1.0f + 3.0f / 256.0f) == 1.0f + 4.0f / 256.0f);         /* tie: to even */
+    ASSERT_TRUE(baton__bf16_round(1.0f + 1.0f / 256.0f + 1.0f / 4096.0f) == 1.0f + 2.0f / 256.0f);
+    ASSERT_TRUE(baton__bf16_round(-3.0f) == -3.0f);
+    ASSERT_TRUE(isinf(baton__bf16_round(INFINITY)));
+    ASSERT_TRUE(isnan(baton__bf16_round(NAN)));
+}
+
+static const char text[] =
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
+    "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light.";
+
+static void windows(int32_t *w, int b, int tl, int off) {
+    for (int i = 0; i < b; i++)
+        for (int j = 0; j <= tl; j++) w[i * (tl + 1) + j] = (unsigned char)text[(off + i * 13 + j) % (sizeof text - 1)];
+}
+
+TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    baton_gpt *g;
+    baton_gpt_config c = {.vocab = 256, .context = 16, .layers = 2, .heads = 2, .dim = 32};
+    ASSERT_OK(baton_gpt_new(&g, &c, 5));
+    baton_params *p = baton_gpt_params(g);
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
+    int32_t w[4 * 17];
+    windows(w, 4, 16, 0);
+    baton_tape_reset(t, 1);
+    baton_tensor *loss = baton_gpt_loss(g, t, w, 4, 16);
+    baton_params_zero_grad(p);
+    baton_tape_backward(t, loss, 1.0f);
+    /* weights used as gemm operands: 4 matrices per block and the tied head, once each for forward+backward */
+    ASSERT_EQ_U64(baton_tape_bf16_conversions(t), 4 * 2 + 1);
+    float l1 = loss->data[0];
+    /* the same weights again: same loss; change the head (tied embedding): a new forward sees the change */
+    baton_tape_reset(t, 0);
+    ASSERT_TRUE(baton_gpt_loss(g, t, w, 4, 16)->data[0] == l1);
+    ASSERT_EQ_U64(baton_tape_bf16_conversions(t), 2 * (4 * 2 + 1));
+    baton_tensor *wte = baton_params_tensor(p, 0);
+    for (size_t i = 0; i < wte->n; i++) wte->data[i] *= 3.0f;
+    baton_tape_reset(t, 0);
+    float l2 = baton_gpt_loss(g, t, w, 4, 16)->data[0];
+    ASSERT_TRUE(fabsf(l2 - l1) > 1e-3f);
+    /* and it equals what a fresh tape computes */
+    baton_tape *t2 = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t2, BATON_GEMM_ONEDNN_BF16));
+    baton_tape_reset(t2, 0);
+    ASSERT_TRUE(baton_gpt_loss(g, t2, w, 4, 16)->data[0] == l2);
+    baton_tape_free(t2);
+    baton_tape_free(t);
+    baton_gpt_free(g);
+}
+
+/* AdamW steps of a small GPT on one backend; returns the losses */
+static void train(baton_gemm_backend be, double *losses, int steps) {
+    baton_gpt *g;
+    baton_gpt_config c = {.vocab = 256, .context = 32, .layers = 2, .heads = 2, .dim = 64};
+    ASSERT_OK(baton_gpt_new(&g, &c, 9));
+    baton_params *p = baton_gpt_params(g);
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, be));
+    baton_optim *opt;
+    baton_optim_config oc = {.kind = BATON_OPTIM_ADAMW, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
+    ASSERT_OK(baton_optim_new(&opt, p, &oc));
+    int32_t w[8 * 33];
+    for (int s = 0; s < steps; s++) {
+        windows(w, 8, 32, s * 7);
+        baton_tape_reset(t, 1);
+        baton_tensor *loss = baton_gpt_loss(g, t, w, 8, 32);
+        baton_params_zero_grad(p);
+        baton_tape_backward(t, loss, 1.0f);
+        baton_optim_step(opt, 3e-3f);
+        losses[s] = loss->data[0];
+    }
+    baton_optim_free(opt);
+    baton_tape_free(t);
+    baton_gpt_free(g);
+}
+
+TEST(bf16_training_tracks_f32) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    enum { S = 15 };
+    double f[S], h[S], o[S];
+    train(BATON_GEMM_OPENBLAS, o, S);
+    train(BATON_GEMM_ONEDNN, f, S);
+    train(BATON_GEMM_ONEDNN_BF16, h, S);
+    ASSERT_TRUE(h[S - 1] < 0.6 * h[0]);   /* it learns */
+    for (int s = 0; s < S; s++) {
+        ASSERT_NEAR(f[s], o[s], 1e-3 * o[s]);   /* the two f32 libraries agree to rounding */
+        ASSERT_NEAR(h[s], f[s], 0.02 * f[s]);   /* bf16 compute tracks f32 within 2 % */
+    }
+    ASSERT_TRUE(h[S - 1] != f[S - 1]);         /* and it really ran in bf16 */
+}
+
+/* A CPU without AVX512_BF16/AMX (simulated: oneDNN's DNNL_MAX_CPU_ISA caps the ISA it may use) gets one note
+ * and trains in f32; bad --precision / --gemm values are refused with one line. */
+TEST(bf16_on_a_cpu_without_it_says_so_and_runs_f32) {
+    char cmd[1024], path[512], *out = NULL;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/text.txt", tmp ? tmp : "/tmp");
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "DNNL_MAX_CPU_ISA=AVX512_CORE %s train --model gpt --layers 1 --heads 1 --dim 8 --context 8 "
+             "--batch 1 --steps 1 --threads 1 --precision bf16 --data text:%s --json 2>&1", th_baton(), path);
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_CONTAINS(out, "note: --precision bf16: this CPU has neither AVX512_BF16 nor AMX; running f32\n");
+    ASSERT_CONTAINS(out, "\"precision\":\"f32\"");
+    free(out);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "%s train --model gpt --precision fp8 2>&1", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "--precision: expects f32 or bf16");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s train --model gpt --gemm mkl 2>&1", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "--gemm: expects onednn or openblas");
+    free(out);
+}

@@ -1,0 +1,312 @@
+/* test_zero.c: ZeRO (`baton train --zero 1|2`) end to end under `baton run -n N` (each run under a hard
+ * timeout). After 5 AdamW steps with clipping by global norm, on 2, 3 (uneven shards) and 4 ranks: stage 1
+ * saves the very bytes plain data parallelism saves (the same all-reduce, the same elementwise update, then
+ * copies), stage 2 every tensor within 1e-5 of its RMS (only the sum of squares of the norm is ordered
+ * differently). Stage 2 also without overlap with SGD momentum, with --accum 2, over TCP (where it falls back
+ * to an all-reduce), and with bf16 wire gradients and dynamic loss scaling (no clipping: then the very bytes
+ * of plain data parallelism, each element being reduced in the same order). The JSON reports the bytes per
+ * rank: with 4 ranks the optimizer state is a quarter (both stages) and the reduced gradients kept are a
+ * quarter at stage 2.
+ * Checkpoints: an 8-rank ZeRO-2 checkpoint resumed on 3 plain ranks (the same global batch) continues as the
+ * 8-rank run does (parameters and Adam moments); `baton ckpt consolidate` writes the parameters byte for
+ * byte; a damaged or incomplete shard set is refused with one line. */
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "baton/nn.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/safetensors.h"
+#include "harness.h"
+
+/* Runs `[ENV] baton run -n N -- baton train ARGS --json`; returns the JSON line (malloc'ed). */
+static char *train(const char *env, int n, const char *args) {
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s run -n %d -- %s train --threads 1 --json %s 2>&1", env,
+             th_baton(), n, th_baton(), args);
+    int rc = th_run(cmd, 100, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n--- exit %d, output:\n%s\n", cmd, rc, out ? out : "");
+    ASSERT_EQ_INT(rc, 0);
+    const char *j = strstr(out, "{\"model\"");
+    ASSERT_TRUE(j != NULL);
+    char *line = strdup(j);
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = '\0';
+    free(out);
+    return line;
+}
+
+static double field(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    ASSERT_TRUE(p != NULL);
+    return atof(p + strlen(pat));
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    ASSERT_TRUE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ASSERT_EQ_INT(fread(b, 1, (size_t)n, f), n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static int same_bytes(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    int same = la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return same;
+}
+
+static baton_model *load(const char *path) {
+    baton_model *m;
+    baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10,
+                             .hidden = {64, 64}, .n_hidden = 2};
+    ASSERT_OK(baton_model_new(&m, &mc, 99));
+    ASSERT_OK(baton_st_load_params(path, baton_model_params(m)));
+    return m;
+}
+
+/* Every tensor of b within 1e-5 of tensor a's RMS; returns the worst ratio. */
+static double assert_close_per_tensor(const char *pa, const char *pb) {
+    baton_model *a = load(pa), *b = load(pb);
+    baton_params *p = baton_model_params(a);
+    const float *x = baton_params_data(p), *y = baton_params_data(baton_model_params(b));
+    double worst = 0;
+    for (int t = 0; t < baton_params_count(p); t++) {
+        const baton_param_info *v = baton_params_info(p, t);
+        double ss = 0, md = 0;
+        for (size_t i = v->offset; i < v->offset + v->count; i++) {
+            ss += (double)x[i] * x[i];
+            double d = fabs((double)x[i] - y[i]);
+            if (d > md) md = d;
+        }
+        double rms = sqrt(ss / (double)v->count), r = rms > 0 ? md / rms : md;
+        if (r > worst) worst = r;
+        if (r > 1e-5) fprintf(stderr, "  %s: max difference %.3g, RMS %.3g\n", v->name, md, rms);
+    }
+    baton_model_free(a);
+    baton_model_free(b);
+    ASSERT_TRUE(worst <= 1e-5);
+    return worst;
+}
+
+#define BASE "--data synthetic --train-samples 4096 --hidden 64,64 --steps 5 --schedule const --warmup 0 --batch 16"
+
+/* plain and the given stages (a bit mask: 2 = stage 1, 4 = stage 2) with the same flags on n ranks; j gets
+ * the JSON lines (NULL: freed). Stage 1 must save the same bytes as plain; stage 2 the same bytes when
+ * stage2_exact, else every tensor within 1e-5 of its RMS. */
+static void zero_vs_plain(const char *env, int n, const char *flags, int stages, int stage2_exact, char *j[3]) {
+    char args[1024], path[3][512];
+    char *mine[3] = {NULL, NULL, NULL};
+    if (!j) j = mine;
+    for (int z = 0; z < 3; z++) {
+        j[z] = NULL;
+        if (z && !(stages & (1 << z))) continue;
+        snprintf(path[z], sizeof path[z], "%s/z%d.safetensors", th_tmpdir(), z);
+        snprintf(args, sizeof args, BASE " %s --zero %d --save %s", flags, z, path[z]);
+        j[z] = train(env, n, args);
+        ASSERT_NEAR(field(j[z], "zero"), z, 0);
+    }
+    if (j[1]) ASSERT_TRUE(same_bytes(path[0], path[1]));   /* stage 1: bit-identical to plain data parallelism */
+    if (j[2] && stage2_exact) ASSERT_TRUE(same_bytes(path[0], path[2]));
+    double w = j[2] ? assert_close_per_tensor(path[0], path[2]) : 0;
+    fprintf(stderr, "  %d ranks %s: %sstage 2 worst %.2e of a tensor's RMS\n", n, flags, j[1] ? "stage 1 identical, " : "", w);
+    /* the same training: the test set sees the same model */
+    if (j[2]) ASSERT_NEAR(field(j[2], "test_accuracy"), field(j[0], "test_accuracy"), 2e-4);
+    for (int z = 0; z < 3; z++)
+        if (j == mine) free(j[z]);
+}
+
+#define ADAMW_CLIP "--optim adamw --clip 0.05"
+TEST_T(zero_equals_plain_dp_2_ranks, 300) { zero_vs_plain("", 2, ADAMW_CLIP, 6, 0, NULL); }
+TEST_T(zero_equals_plain_dp_3_ranks, 300) { zero_vs_plain("", 3, ADAMW_CLIP, 6, 0, NULL); }
+TEST_T(zero_equals_plain_dp_no_overlap_sgd, 300) {
+    zero_vs_plain("", 2, "--no-overlap --optim sgd --clip 0.05", 4, 0, NULL);
+}
+TEST_T(zero_equals_plain_dp_accum_2, 300) { zero_vs_plain("", 3, ADAMW_CLIP " --accum 2 --batch 8", 4, 0, NULL); }
+TEST_T(zero_equals_plain_dp_bf16_loss_scale, 300) {
+    zero_vs_plain("", 2, "--optim adamw --grad-dtype bf16 --loss-scale dynamic --bucket-mb 0.02", 4, 1, NULL);
+}
+TEST_T(zero_equals_plain_dp_tcp, 300) {
+    zero_vs_plain("BATON_TRANSPORT=tcp", 3, ADAMW_CLIP " --bucket-mb 0.02", 4, 0, NULL);
+}
+
+/* 4 ranks (small buckets, so buckets straddle the shards): exact as above, and the bytes per rank in the JSON:
+ * the optimizer state is sharded four ways at both stages, the reduced gradients four ways at stage 2. */
+TEST_T(zero_equals_plain_dp_4_ranks_memory, 300) {
+    char *j[3];
+    zero_vs_plain("", 4, ADAMW_CLIP " --bucket-mb 0.02", 6, 0, j);
+    double params = field(j[0], "param_bytes"), optim = field(j[0], "optim_bytes");
+    ASSERT_NEAR(optim, 2 * params, 0);   /* AdamW: two moments per parameter */
+    ASSERT_NEAR(field(j[0], "grad_reduced_bytes"), params, 0);
+    for (int z = 1; z < 3; z++) {
+        ASSERT_NEAR(field(j[z], "param_bytes"), params, 0);
+        ASSERT_NEAR(field(j[z], "optim_bytes"), optim / 4, 8);   /* shards differ by at most one element */
+        ASSERT_TRUE(field(j[z], "peak_rss_bytes") > 0);
+    }
+    ASSERT_NEAR(field(j[1], "grad_reduced_bytes"), params, 0);
+    ASSERT_NEAR(field(j[2], "grad_reduced_bytes"), params / 4, 4);
+    /* baton plan's memory model predicts each stage's bytes per rank within 5 % of what the run reports (its
+     * gradients are the reduced gradients a rank keeps; see docs/zero.md for the full-size local slab) */
+    for (int z = 0; z < 3; z++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s plan memory --params %.0f --ranks 4 --zero %d --json", th_baton(),
+                 field(j[z], "params"), z);
+        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 0);
+        static const char *const pairs[3][2] = {{"params_bytes", "param_bytes"}, {"grads_bytes", "grad_reduced_bytes"},
+                                                {"optimizer_bytes", "optim_bytes"}};
+        for (int k = 0; k < 3; k++) {
+            double want = field(j[z], pairs[k][1]), got = field(out, pairs[k][0]);
+            if (fabs(got - want) > 0.05 * want) fprintf(stderr, "  zero %d: plan %s %.0f vs run %s %.0f\n", z, pairs[k][0], got, pairs[k][1], want);
+            ASSERT_TRUE(fabs(got - want) <= 0.05 * want);
+        }
+        free(out);
+    }
+    for (int z = 0; z < 3; z++) free(j[z]);
+}
+
+/* `baton SUB ARGS` for each ARGS: exit 2 with one line containing `needle`. */
+static void one_line_refusals(const char *sub, const char *const *bad, size_t n, const char *needle) {
+    for (size_t i = 0; i < n; i++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s %s %s", th_baton(), sub, bad[i]);
+        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 2);
+        ASSERT_CONTAINS(out, needle);
+        ASSERT_EQ_INT(strchr(out, '\n') == out + strlen(out) - 1, 1);
+        free(out);
+    }
+}
+
+TEST(bad_zero_flag_fails_with_one_line) {
+    const char *bad[] = {"--zero 3", "--zero -1", "--zero one"};
+    one_line_refusals("train", bad, 3, "--zero");
+}
+
+/* Parameters and optimizer state of DIR's newest checkpoint, loaded into a full (unsharded) AdamW. */
+typedef struct {
+    baton_model *m;
+    baton_optim *o;
+    long step;
+} loaded;
+
+static loaded load_ckpt(const char *dir) {
+    loaded l;
+    baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10,
+                             .hidden = {64, 64}, .n_hidden = 2};
+    ASSERT_OK(baton_model_new(&l.m, &mc, 99));
+    baton_optim_config oc = {.kind = BATON_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    ASSERT_OK(baton_optim_new(&l.o, baton_model_params(l.m), &oc));
+    baton_ckpt_state st;
+    ASSERT_OK(baton_ckpt_load(dir, baton_model_params(l.m), l.o, &st));
+    l.step = st.step;
+    baton_ckpt_state_free(&st);
+    return l;
+}
+
+/* Every tensor of slab y within 1e-5 of the RMS of the same tensor of slab x; returns the worst ratio. */
+static double close_slabs(baton_params *p, const float *x, const float *y) {
+    double worst = 0;
+    for (int t = 0; t < baton_params_count(p); t++) {
+        const baton_param_info *v = baton_params_info(p, t);
+        double ss = 0, md = 0;
+        for (size_t i = v->offset; i < v->offset + v->count; i++) {
+            ss += (double)x[i] * x[i];
+            if (fabs((double)x[i] - y[i]) > md) md = fabs((double)x[i] - y[i]);
+        }
+        double rms = sqrt(ss / (double)v->count), r = rms > 0 ? md / rms : md;
+        if (r > worst) worst = r;
+    }
+    ASSERT_TRUE(worst <= 1e-5);
+    return worst;
+}
+
+static void sh_ok(const char *cmd, double timeout) {
+    char *out = NULL;
+    int rc = th_run(cmd, timeout, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, rc, out ? out : "");
+    ASSERT_EQ_INT(rc, 0);
+    free(out);
+}
+
+#define CKPT_ARGS "--data synthetic --train-samples 4096 --hidden 64,64 --schedule const --warmup 0 --optim adamw " \
+                  "--clip 0.05 --threads 1 --steps 4 --checkpoint-every 2"
+
+TEST_T(zero_checkpoint_8_ranks_resumed_on_3_plain_ranks, 400) {
+    char cmd[4096], a[512], b[512], out[512];
+    snprintf(a, sizeof a, "%s/a", th_tmpdir());
+    snprintf(b, sizeof b, "%s/b", th_tmpdir());
+    /* 8 ranks x batch 3 with ZeRO-2, checkpoints at steps 2 and 4 (each rank writes its optimizer shard) */
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s run -n 8 -- %s train " CKPT_ARGS " --zero 2 --batch 3 "
+             "--checkpoint %s", th_baton(), th_baton(), a);
+    sh_ok(cmd, 300);
+    char shard[600];
+    snprintf(shard, sizeof shard, "%s/step-2/optim-7.safetensors", a);
+    ASSERT_EQ_INT(access(shard, F_OK), 0);
+    /* only step 2 of it, resumed by 3 plain ranks x batch 8 (the same global batch of 24) */
+    snprintf(cmd, sizeof cmd, "mkdir %s && cp -r %s/step-2 %s/ && OPENBLAS_NUM_THREADS=1 %s run -n 3 -- %s train "
+             CKPT_ARGS " --batch 8 --checkpoint %s --resume", b, a, b, th_baton(), th_baton(), b);
+    char *o = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 300, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "the checkpoint was written by 8 rank(s) x 3 samples per step, this run has 3 x 8");
+    free(o);
+    loaded x = load_ckpt(a), y = load_ckpt(b);
+    ASSERT_EQ_INT(x.step, 4);
+    ASSERT_EQ_INT(y.step, 4);
+    baton_params *p = baton_model_params(x.m);
+    double wp = close_slabs(p, baton_params_data(p), baton_params_data(baton_model_params(y.m)));
+    double wm = close_slabs(p, baton_optim_state(x.o, 0), baton_optim_state(y.o, 0));
+    double wv = close_slabs(p, baton_optim_state(x.o, 1), baton_optim_state(y.o, 1));
+    fprintf(stderr, "  8 ranks ZeRO-2 vs resumed on 3 plain: parameters %.2e, exp_avg %.2e, exp_avg_sq %.2e\n", wp, wm, wv);
+    ASSERT_EQ_INT(baton_optim_steps(y.o), 4);
+
+    /* consolidate: one ordinary safetensors file with the parameters, byte for byte */
+    snprintf(out, sizeof out, "%s/model.safetensors", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s ckpt consolidate %s -o %s", th_baton(), a, out);
+    sh_ok(cmd, 60);
+    baton_model *c;
+    baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10,
+                             .hidden = {64, 64}, .n_hidden = 2};
+    ASSERT_OK(baton_model_new(&c, &mc, 5));
+    ASSERT_OK(baton_st_load_params(out, baton_model_params(c)));
+    ASSERT_TRUE(!memcmp(baton_params_data(baton_model_params(c)), baton_params_data(p), baton_params_numel(p) * 4));
+    baton_model_free(c);
+
+    /* a shard set with a missing shard: the newest checkpoint is skipped (warned), then none is left */
+    snprintf(cmd, sizeof cmd, "rm %s/step-4/optim-3.safetensors && rm -r %s/step-2", a, a);
+    sh_ok(cmd, 20);
+    snprintf(cmd, sizeof cmd, "%s ckpt consolidate %s -o %s.2 2>&1", th_baton(), a, out);
+    o = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 60, &o, NULL), 1);
+    ASSERT_CONTAINS(o, "optim-3.safetensors");
+    ASSERT_CONTAINS(o, "no complete checkpoint verifies");
+    free(o);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train " CKPT_ARGS " --batch 24 --checkpoint %s --resume 2>&1",
+             th_baton(), a);
+    o = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 60, &o, NULL), 1);
+    ASSERT_CONTAINS(o, "no complete checkpoint verifies");
+    free(o);
+    baton_model_free(x.m);
+    baton_model_free(y.m);
+    baton_optim_free(x.o);
+    baton_optim_free(y.o);
+}
+
+TEST(ckpt_consolidate_bad_usage_one_line) {
+    const char *bad[] = {"", "merge x", "consolidate", "consolidate dir", "consolidate dir -o", "consolidate -x"};
+    one_line_refusals("ckpt", bad, 6, "baton ckpt");
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s ckpt consolidate %s/none -o %s/x.safetensors", th_baton(), th_tmpdir(), th_tmpdir());
+    ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 2);
+    ASSERT_CONTAINS(out, "no complete checkpoint");
+    free(out);
+}
