@@ -30,7 +30,7 @@ echo "$(lscpu | sed -n 's/^Model name: *//p'); load: $(uptime | sed 's/.*load av
 echo "| run | global batch | optimizer | lr | test accuracy after $EPOCHS epochs | wall s |"
 echo "|---|---|---|---|---|---|"
 for n in sgd128 sgd2048 lamb2048; do
-    /usr/bin/python3 - "$TMP/$n.json" "$n" "$(cat "$TMP/$n.time")" <<'PY'
+    /usr/bin/python3 - "$TMP/$n.json" "$n" "$(tail -n 1 "$TMP/$n.time")" <<'PY'
 import json, sys
 j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 if j.get("diverged"):
