@@ -17,6 +17,8 @@
  * (forward + backward + optimizer) is what a slow rank does slowly; the waits inside collectives are not
  * used, since on shared cores the waiting ranks' spinning comm threads slow the slow rank itself. */
 #define STRAGGLER_RATIO 1.35
+/* ... compared at this quantile of each rank's per-step compute (its fast steps), not the median. */
+#define STRAGGLER_QUANTILE 0.2
 /* The input pipeline is named when a median step spends at least this share blocked on data. */
 #define INPUT_BOUND_PCT 15.0
 #define INPUT_BOUND_MS 0.5   /* ... and at least this long (a thread wake-up is not a slow loader) */
@@ -155,8 +157,9 @@ double tm_median(double *v, long n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Median over steps [lo, n) of rank r of sum of the given fields. */
-static double rank_median(const double *rec, long n, long lo, int r, const int *fields, int nf, double *tmp) {
+/* Quantile q (0.5: the median) over steps [lo, n) of rank r of the sum of the given fields. */
+static double rank_quantile(const double *rec, long n, long lo, int r, const int *fields, int nf, double *tmp,
+                            double q) {
     long k = 0;
     for (long i = lo; i < n; i++) {
         const double *f = rec + ((size_t)r * n + i) * TM_NF;
@@ -164,7 +167,9 @@ static double rank_median(const double *rec, long n, long lo, int r, const int *
         for (int j = 0; j < nf; j++) s += f[fields[j]];
         tmp[k++] = s;
     }
-    return tm_median(tmp, k);
+    if (q == 0.5 || k == 0) return tm_median(tmp, k);
+    tm_median(tmp, k);   /* sorts */
+    return tmp[(long)(q * (double)(k - 1))];
 }
 
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
@@ -186,10 +191,11 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     static const int f_comp[] = {TM_FWD, TM_BWD, TM_OPT}, f_step[] = {TM_STEP}, f_data[] = {TM_DATA},
                      f_exp[] = {TM_EXPOSED};
     for (int r = 0; r < world; r++) {
-        comp[r] = rank_median(rec, n, lo, r, f_comp, 3, tmp);
-        step[r] = rank_median(rec, n, lo, r, f_step, 1, tmp);
-        data[r] = rank_median(rec, n, lo, r, f_data, 1, tmp);
-        exposed[r] = rank_median(rec, n, lo, r, f_exp, 1, tmp);
+        /* a straggler is slow even in its fast steps; a rank that other jobs' load slows now and then is not */
+        comp[r] = rank_quantile(rec, n, lo, r, f_comp, 3, tmp, STRAGGLER_QUANTILE);
+        step[r] = rank_quantile(rec, n, lo, r, f_step, 1, tmp, 0.5);
+        data[r] = rank_quantile(rec, n, lo, r, f_data, 1, tmp, 0.5);
+        exposed[r] = rank_quantile(rec, n, lo, r, f_exp, 1, tmp, 0.5);
     }
     /* The slowest rank against the median of the others' medians. */
     int slow = 0;
@@ -214,7 +220,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     d->input_bound = d->data_pct >= INPUT_BOUND_PCT && tm_median(data, world) >= INPUT_BOUND_MS;
     double c = 0, e = 0, s = 0;
     for (int r = 0; r < world; r++) {
-        c += comp[r];
+        c += rank_quantile(rec, n, lo, r, f_comp, 3, tmp, 0.5);
         e += exposed[r];
         s += step[r];
     }
@@ -226,7 +232,8 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     size_t len = 0;
 #define SAY(...) len += (size_t)snprintf(d->text + len, len < sizeof d->text ? sizeof d->text - len : 0, __VA_ARGS__)
     if (d->straggler >= 0)
-        SAY("straggler: rank %d is %.2fx slower than the median rank (compute %.1f ms vs %.1f ms per step); the others "
+        SAY("straggler: rank %d is %.2fx slower than the median rank (compute %.1f ms vs %.1f ms per step, 20th "
+            "percentiles); the others "
             "spend %.0f %% of each step waiting for it. ", slow, d->ratio, comp[slow], others, others_wait);
     if (d->input_bound)
         SAY("input pipeline: the ranks wait %.0f %% of each step for batches (median %.1f ms of %.1f ms); the loader "
