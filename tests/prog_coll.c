@@ -1,11 +1,13 @@
 /* prog_coll.c: a worker for the collective matrix, started under `baton run` by test_coll.c.
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
- *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf]
+ *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--expect-algo A]
+ *             [--roots K]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
  * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
- * into the dtype). Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any. */
+ * into the dtype). --expect-algo A: every all-reduce of at least one element must have used algorithm A
+ * (baton_comm_last_algo), e.g. that auto picks hier across nodes. Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,7 @@ static double get(baton_dtype dt, const void *p, size_t i) {
 }
 
 static long failures, checks;
+static int expect_algo = -1; /* --expect-algo: the algorithm every non-empty all-reduce must use */
 
 static void expect(const char *what, baton_dtype dt, const void *got, size_t i, double want) {
     uint8_t ref[8];
@@ -104,6 +107,10 @@ static void test_allreduce(baton_comm *c, size_t count, baton_dtype dt, baton_op
     snprintf(what, sizeof what, "allreduce %zu x %s %s %s algo=%s%s", count, baton_dtype_name(dt), baton_op_name(op),
              inplace ? "in-place" : "out-of-place", baton_algo_name(baton_comm_last_algo(c)), shmbuf ? " shmbuf" : "");
     for (size_t i = 0; i < count; i++) expect(what, dt, recv, i, reference(dt, op, world_, i, salt));
+    checks++;
+    if (expect_algo >= 0 && count > 0 && baton_comm_last_algo(c) != (baton_algo)expect_algo && failures++ < 8)
+        fprintf(stderr, "prog_coll: rank %d: %s: expected algorithm %s\n", rank_, what,
+                baton_algo_name((baton_algo)expect_algo));
     if (!inplace) /* the send buffer must be untouched */
         for (size_t i = 0; i < count; i++) expect("allreduce send buffer", dt, send, i, val(op, rank_, i, salt));
     if (shmbuf) baton_buffer_free(c, send); else free(send);
@@ -164,6 +171,7 @@ int main(int argc, char **argv) {
     char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
          ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
     int big = 0, shmbuf = 0;
+    long max_roots = 0; /* broadcast from every rank, or from this many spread over the world (--roots K) */
     for (int i = 1; i < argc; i++) {
         char *dst = NULL;
         if (!strcmp(argv[i], "--algos")) dst = algos_s;
@@ -173,6 +181,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--colls")) dst = colls_s;
         else if (!strcmp(argv[i], "--big")) { big = 1; continue; }
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
+        else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
+            char *end;
+            max_roots = strtol(argv[++i], &end, 10);
+            if (*end || max_roots < 1) { fprintf(stderr, "prog_coll: --roots wants a positive integer\n"); return 2; }
+            continue;
+        }
+        else if (!strcmp(argv[i], "--expect-algo")) {
+            baton_algo a;
+            if (++i >= argc || baton_algo_parse(argv[i], &a) < 0) {
+                fprintf(stderr, "prog_coll: --expect-algo needs an algorithm (auto ring rd direct hier)\n");
+                return 2;
+            }
+            expect_algo = (int)a;
+            continue;
+        }
         else { fprintf(stderr, "prog_coll: unknown argument %s\n", argv[i]); return 2; }
         if (++i >= argc) { fprintf(stderr, "prog_coll: %s needs a value\n", argv[i - 1]); return 2; }
         snprintf(dst, 256, "%s", argv[i]);
@@ -209,7 +232,10 @@ int main(int argc, char **argv) {
                     salt++;
                     if (!strcmp(colls[k], "allgather")) { test_allgather(c, count, dt, salt); continue; }
                     if (!strcmp(colls[k], "broadcast")) {
-                        for (int root = 0; root < world_; root++) test_broadcast(c, count, dt, root, salt);
+                        int nroots = max_roots && max_roots < world_ ? (int)max_roots : world_;
+                        for (int k2 = 0; k2 < nroots; k2++) /* with --roots K: 0, ..., world - 1 spread */
+                            test_broadcast(c, count, dt, nroots > 1 ? (int)((long)k2 * (world_ - 1) / (nroots - 1)) : 0,
+                                           salt);
                         continue;
                     }
                     if (!strcmp(colls[k], "barrier")) {

@@ -4,8 +4,9 @@
  * Choice (BATON_ALGO_AUTO), see docs/algorithms.md:
  *   one node, shared memory:  direct (small path up to 32 KiB, staged or zero-copy above)
  *   tcp, one node or flat:    recursive doubling up to rd_max bytes, ring above
- *   several nodes:            hierarchical: direct inside each node, ring/rd across node leaders,
- *                             broadcast back inside each node
+ *   several nodes:            hierarchical (hier.c): reduce-scatter inside each node, every local rank
+ *                             ring-all-reduces its slice across nodes, all-gather inside each node,
+ *                             pipelined by segments
  * With a calibration (BATON_TUNING, autotune.c) one node takes the algorithm its fits predict fastest. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -31,11 +32,6 @@ static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadli
     return g;
 }
 
-static baton_group leaders_group(baton_comm *c, uint64_t deadline) {
-    baton_group g = {.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = c->leaders, .deadline_ns = deadline};
-    return g;
-}
-
 /* The p2p transport for flat algorithms: TCP when there is one, else shared memory. */
 static baton_transport *p2p(baton_comm *c) { return c->tcp ? c->tcp : c->shm_tp; }
 
@@ -50,43 +46,6 @@ static baton_algo choose_allreduce(baton_comm *c, size_t bytes) {
     baton_algo fixed = fixed_allreduce(c, bytes);
     baton_algo tuned = baton__autotune_choose(c, bytes, fixed);
     return tuned != BATON_ALGO_AUTO ? tuned : fixed;
-}
-
-/* Hierarchical all-reduce: sum inside the node, all-reduce the node sums across leaders, broadcast back.
- * 16-bit dtypes travel in f32 here so that they are rounded once, at the end. */
-static int hier_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
-                          uint64_t deadline) {
-    size_t esz = baton_dtype_size(dt);
-    int wide = dt == BATON_F16 || dt == BATON_BF16;
-    baton_dtype wdt = wide ? BATON_F32 : dt;
-    baton_op wop = op == BATON_AVG ? BATON_SUM : op;
-    void *work = recv;
-    float *tmp = NULL;
-    int rc = BATON_OK;
-    if (wide) {
-        tmp = malloc(count * sizeof(float) + 1);
-        if (!tmp) return baton__fail(BATON_ENOMEM, "allreduce: out of memory for %zu f32 partials", count);
-        (dt == BATON_F16 ? baton__f16_to_f32 : baton__bf16_to_f32)(tmp, send, count);
-        work = tmp;
-    } else if (send != recv) {
-        memcpy(recv, send, count * esz);
-    }
-    if (c->local_size > 1) rc = baton__shm_allreduce(c, work, work, count, wdt, wop, 0, deadline);
-    if (rc >= 0 && c->rank == c->leaders[c->node] && c->nnodes > 1) {
-        baton_group g = leaders_group(c, deadline);
-        size_t bytes = count * baton_dtype_size(wdt);
-        rc = bytes <= rd_max_bytes(g.n) ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
-                                        : baton__allreduce_ring(&g, work, work, count, wdt, wop);
-    }
-    if (rc >= 0 && c->local_size > 1) rc = baton__shm_broadcast(c, work, count, wdt, 0, deadline);
-    if (rc >= 0) {
-        if (wide)
-            baton__f32_to_16_avg(recv, tmp, count, dt, op == BATON_AVG ? c->world : 1);
-        else if (op == BATON_AVG)
-            baton__finish_avg(recv, count, dt, c->world);
-    }
-    free(tmp);
-    return rc;
 }
 
 static int unsupported(baton_comm *c, const char *coll, baton_algo a) {
@@ -109,7 +68,7 @@ static int exec_allreduce(baton_comm *c, const coll_args *a, uint64_t deadline) 
             return baton__shm_allreduce(c, a->send, a->recv, a->count, a->dt, a->op,
                                         a->op == BATON_AVG ? c->world : 0, deadline);
         if (!c->tcp || (c->local_size > 1 && !c->shm)) return unsupported(c, "allreduce", algo);
-        return hier_allreduce(c, a->send, a->recv, a->count, a->dt, a->op, deadline);
+        return baton__hier_allreduce(c, a->send, a->recv, a->count, a->dt, a->op, deadline);
     case BATON_ALGO_RING:
         return baton__allreduce_ring(&g, a->send, a->recv, a->count, a->dt, a->op);
     case BATON_ALGO_RD:

@@ -100,6 +100,7 @@ struct baton_comm {
     int mpi_inited;                /* MPI initialized through it: finalize on a clean free */
 
     size_t shm_chunk_bytes;        /* direct all-reduce chunk, <= BATON_SHM_STAGE_BYTES (BATON_SHM_CHUNK) */
+    size_t hier_seg_bytes;         /* hierarchical all-reduce segment on the wire (BATON_HIER_SEGMENT) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     int cma;                       /* every local pair can read each other's memory (process_vm_readv) */
     size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */
@@ -171,6 +172,20 @@ int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t cou
 int baton__shm_broadcast(baton_comm *c, void *buf, size_t count, baton_dtype dt, int root_local,
                          uint64_t deadline);
 int baton__shm_barrier(baton_comm *c, uint64_t deadline);
+/* The hierarchical all-reduce's in-node phases (hier.c), on one segment of m elements at a time. Local rank
+ * r's slice of a segment is [lo, hi) (baton__shm_slice: 64-byte aligned, the same on every node with as many
+ * local ranks). u numbers the stage uses of the running collective from 0 (u == 0 compares the local ranks'
+ * descriptors); the caller adds how many it made to c->big_chunks at the end.
+ * rs: slice = my slice of the segment reduced over the local ranks (16-bit dtypes: an f32 partial; op not AVG).
+ * ag: out = every local rank's finished slice (in dtype dt), mine taken from `slice`. */
+void baton__shm_slice(size_t m, int L, int r, baton_dtype dt, size_t *lo, size_t *hi);
+int baton__shm_rs_slice(baton_comm *c, uint64_t u, const void *in, size_t m, baton_dtype dt, baton_op op,
+                        void *slice, uint64_t deadline);
+int baton__shm_ag_slice(baton_comm *c, uint64_t u, const void *slice, void *out, size_t m, baton_dtype dt,
+                        uint64_t deadline);
+/* hier.c: hierarchical all-reduce across nodes (see the file's comment). */
+int baton__hier_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                          uint64_t deadline);
 /* The shared-memory waits' check of a local rank waited for (baton__shm_set_peer_check; ctx is the comm). */
 int baton__shm_peer_check(void *ctx, int local_rank);
 baton_shm_buffer *baton__shm_find_buffer(baton_comm *c, const void *p, size_t bytes, size_t *offset);

@@ -1,0 +1,266 @@
+/* hier.c: hierarchical all-reduce across nodes (docs/algorithms.md, docs/cluster.md).
+ *
+ * Pipelined (every node has the same number L of local ranks, and the buffer is at least HIER_MIN_BYTES):
+ * the buffer is cut into segments of 1 MiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
+ *   1. reduce-scatter inside the node over shared memory: local rank l holds slice l of the segment,
+ *      reduced over its node (baton__shm_rs_slice; 16-bit dtypes as f32 partials);
+ *   2. every local rank ring-all-reduces its slice with the ranks of the same local index on the other
+ *      nodes (M ranks, one per node), all L rings at once, so every local rank uses the network with 1/L
+ *      of the data; the finished slice is divided (AVG) or rounded to 16 bits once, here;
+ *   3. all-gather of the finished slices inside the node (baton__shm_ag_slice).
+ * Step 2 runs on a second thread, between steps 1 and 3 on the calling thread, which scatters up to
+ * HIER_AHEAD segments ahead of the one it gathers: while the network works on segment k, shared memory
+ * gathers what the network finished and scatters the next ones, so the node's link does not wait for
+ * shared memory (not even when the calling thread loses its core for a few milliseconds). Each node's link carries 2(M-1)/M of the buffer (a flat ring over
+ * K = M*L ranks: 2(K-1)/K). Across nodes the slices always go round a ring: recursive doubling over a
+ * node count that is not a power of two puts more than that on some links.
+ *
+ * Leaders (small buffers, or nodes with different numbers of local ranks): all-reduce inside the node,
+ * all-reduce of the node sums across the node leaders (recursive doubling or ring), broadcast back inside
+ * the node. 16-bit dtypes travel in f32 and are rounded once, at the end.
+ *
+ * Failures: the network thread's error (a peer died, a mismatched header, a timeout) is handed to the
+ * calling thread, which fails the collective with it; a failure of the calling thread stops the network
+ * thread after the segment it is on (its peers on the other nodes finish it or time out). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/algo.h"
+#include "comm/algo_util.h"
+#include "comm/comm_internal.h"
+#include "comm/reduce.h"
+#include "util/util.h"
+
+enum {
+    HIER_MIN_BYTES = 64 << 10,  /* below this the leaders' path (fewer, shorter messages) */
+    HIER_AHEAD = 3,             /* segments the scatter runs ahead of the gather */
+    HIER_SLOTS = HIER_AHEAD + 1,/* slices in flight: from the one being gathered to the one being scattered */
+};
+
+/* ---- leaders' path --------------------------------------------------------------------------------- */
+
+static int leaders_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                             uint64_t deadline) {
+    size_t esz = baton_dtype_size(dt);
+    int wide = baton__is16(dt);
+    baton_dtype wdt = wide ? BATON_F32 : dt;
+    baton_op wop = op == BATON_AVG ? BATON_SUM : op;
+    void *work = recv;
+    float *tmp = NULL;
+    int rc = BATON_OK;
+    if (wide) {
+        tmp = malloc(count * sizeof(float) + 1);
+        if (!tmp) return baton__fail(BATON_ENOMEM, "allreduce: out of memory for %zu f32 partials", count);
+        (dt == BATON_F16 ? baton__f16_to_f32 : baton__bf16_to_f32)(tmp, send, count);
+        work = tmp;
+    } else if (send != recv) {
+        memcpy(recv, send, count * esz);
+    }
+    if (c->local_size > 1) rc = baton__shm_allreduce(c, work, work, count, wdt, wop, 0, deadline);
+    if (rc >= 0 && c->rank == c->leaders[c->node] && c->nnodes > 1) {
+        baton_group g = {.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = c->leaders, .deadline_ns = deadline};
+        size_t bytes = count * baton_dtype_size(wdt);
+        size_t rd_max = g.n <= 2 ? (size_t)64 << 10 : (size_t)1 << 20;
+        rc = bytes <= rd_max ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
+                             : baton__allreduce_ring(&g, work, work, count, wdt, wop);
+    }
+    if (rc >= 0 && c->local_size > 1) rc = baton__shm_broadcast(c, work, count, wdt, 0, deadline);
+    if (rc >= 0) {
+        if (wide)
+            baton__f32_to_16_avg(recv, tmp, count, dt, op == BATON_AVG ? c->world : 1);
+        else if (op == BATON_AVG)
+            baton__finish_avg(recv, count, dt, c->world);
+    }
+    free(tmp);
+    return rc;
+}
+
+/* ---- pipelined path -------------------------------------------------------------------------------- */
+
+typedef struct {
+    baton_comm *c;
+    baton_group g;          /* the ring across nodes: this local index on every node */
+    baton_dtype dt, wdt;    /* user dtype, and the one partials travel in (f32 for 16-bit) */
+    baton_op op, wop;       /* user op, and the one the partials combine with (SUM for AVG) */
+    size_t count, seg;      /* elements, elements per segment */
+    size_t nseg;
+    uint8_t *part[HIER_SLOTS];  /* my slice's partials (wdt) */
+    uint8_t *fin[HIER_SLOTS];   /* my finished slice (dt): part itself unless 16-bit */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t given, done;     /* segments handed to the network thread / finished by it */
+    int stop, failed;
+    char err[512];
+    /* time split (BATON_LOG_LEVEL=debug): ns the network thread spent on the rings and waiting for shared
+     * memory, and the calling thread waiting for the network */
+    uint64_t net_busy_ns, net_idle_ns, shm_idle_ns;
+} hier_pipe;
+
+static size_t seg_len(const hier_pipe *h, size_t k) {
+    size_t off = k * h->seg;
+    return h->count - off < h->seg ? h->count - off : h->seg;
+}
+
+/* Step 2 of segment k: all-reduce my slice across the nodes, then finish it (AVG, rounding). */
+static int net_segment(hier_pipe *h, size_t k) {
+    size_t lo, hi;
+    baton__shm_slice(seg_len(h, k), h->c->local_size, h->c->local_rank, h->dt, &lo, &hi);
+    size_t n = hi - lo;
+    int s = (int)(k % HIER_SLOTS);
+    int rc = baton__allreduce_ring(&h->g, h->part[s], h->part[s], n, h->wdt, h->wop);
+    if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
+                                       h->nseg, h->g.n);
+    if (h->wdt != h->dt)
+        baton__f32_to_16_avg((uint16_t *)h->fin[s], (const float *)h->part[s], n, h->dt,
+                             h->op == BATON_AVG ? h->c->world : 1);
+    else if (h->op == BATON_AVG)
+        baton__finish_avg(h->part[s], n, h->dt, h->c->world);
+    return BATON_OK;
+}
+
+static void *net_thread(void *arg) {
+    hier_pipe *h = arg;
+    for (size_t k = 0; k < h->nseg; k++) {
+        uint64_t t0 = baton__now_ns();
+        pthread_mutex_lock(&h->mu);
+        while (h->given <= k && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
+        int stop = h->stop;
+        pthread_mutex_unlock(&h->mu);
+        if (stop) break;
+        uint64_t t1 = baton__now_ns();
+        int rc = net_segment(h, k);
+        h->net_idle_ns += k ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
+        h->net_busy_ns += baton__now_ns() - t1;
+        pthread_mutex_lock(&h->mu);
+        if (rc < 0) {
+            h->failed = rc;
+            snprintf(h->err, sizeof h->err, "%s", baton_last_error());
+        } else {
+            h->done = k + 1;
+        }
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        if (rc < 0) break;
+    }
+    return NULL;
+}
+
+static void give(hier_pipe *h, size_t k) {
+    pthread_mutex_lock(&h->mu);
+    h->given = k + 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Waits until the network thread has finished segment k (or failed). */
+static int await(hier_pipe *h, size_t k) {
+    uint64_t t0 = baton__now_ns();
+    pthread_mutex_lock(&h->mu);
+    while (h->done <= k && !h->failed) pthread_cond_wait(&h->cv, &h->mu);
+    int rc = h->done > k ? BATON_OK : h->failed;
+    pthread_mutex_unlock(&h->mu);
+    h->shm_idle_ns += baton__now_ns() - t0;
+    return rc < 0 ? baton__fail(rc, "%s", h->err) : BATON_OK;
+}
+
+static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send, void *recv, size_t count,
+                               baton_dtype dt, baton_op op, uint64_t deadline) {
+    const size_t esz = baton_dtype_size(dt);
+    hier_pipe h = {.c = c, .dt = dt, .wdt = baton__is16(dt) ? BATON_F32 : dt, .op = op,
+                   .wop = op == BATON_AVG ? BATON_SUM : op, .count = count};
+    h.g = (baton_group){.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = ring, .deadline_ns = deadline};
+    const size_t wsz = baton_dtype_size(h.wdt);
+    h.seg = c->hier_seg_bytes / wsz; /* on the wire (f32 for 16-bit dtypes); staged: <= BATON_SHM_STAGE_BYTES */
+    h.nseg = (count + h.seg - 1) / h.seg;
+    size_t lo, hi;
+    baton__shm_slice(h.seg < count ? h.seg : count, c->local_size, c->local_rank, dt, &lo, &hi);
+    size_t maxslice = hi - lo + 64; /* slices of shorter segments are no longer (64-byte alignment slack) */
+    int rc = BATON_OK;
+    for (int s = 0; s < HIER_SLOTS; s++) {
+        h.part[s] = malloc(maxslice * wsz);
+        h.fin[s] = h.wdt != dt ? malloc(maxslice * esz) : h.part[s];
+        if (!h.part[s] || !h.fin[s]) rc = baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");
+    }
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    pthread_t th;
+    int threaded = rc == BATON_OK && h.nseg > 1 && pthread_create(&th, NULL, net_thread, &h) == 0;
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    uint64_t u = 0; /* stage uses so far */
+    /* Stage uses are collective among the local ranks, so every rank runs the same schedule: scatter segment
+     * k (and hand it to the network thread), then gather segment k - ahead. The network thread has up to
+     * `ahead` segments queued, so a calling thread that loses its core for a while (more ranks than cores)
+     * does not stall the link. In line (one segment): scatter, network, gather. */
+    const size_t ahead = threaded ? HIER_AHEAD : 0;
+    for (size_t k = 0; rc == BATON_OK && k < h.nseg + ahead; k++) {
+        if (k < h.nseg) {
+            rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % HIER_SLOTS],
+                                     deadline);
+            if (rc < 0) break;
+            if (threaded)
+                give(&h, k);
+            else if ((rc = net_segment(&h, k)) < 0)
+                break;
+        }
+        if (k >= ahead) {
+            size_t j = k - ahead;
+            if (threaded && (rc = await(&h, j)) < 0) break;
+            rc = baton__shm_ag_slice(c, u++, h.fin[j % HIER_SLOTS], out + j * h.seg * esz, seg_len(&h, j), dt,
+                                     deadline);
+        }
+    }
+    if (threaded) {
+        pthread_mutex_lock(&h.mu);
+        h.stop = 1;
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        pthread_join(th, NULL);
+        BATON_DEBUG("hier allreduce: %zu segments of %zu B, rings %.1f ms, rings waiting for shared memory %.1f ms, "
+                    "shared memory waiting for the rings %.1f ms", h.nseg, h.seg * wsz, h.net_busy_ns / 1e6,
+                    h.net_idle_ns / 1e6, h.shm_idle_ns / 1e6);
+    }
+    c->big_chunks += u;
+    pthread_cond_destroy(&h.cv);
+    pthread_mutex_destroy(&h.mu);
+    for (int s = 0; s < HIER_SLOTS; s++) {
+        if (h.fin[s] != h.part[s]) free(h.fin[s]);
+        free(h.part[s]);
+    }
+    return rc;
+}
+
+int baton__hier_allreduce(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op,
+                          uint64_t deadline) {
+    const int M = c->nnodes, L = c->local_size;
+    /* The ring across nodes: the rank with my local index on every node; every node must have L ranks. */
+    int *ring = malloc((size_t)M * sizeof *ring);
+    if (!ring) return baton__fail(BATON_ENOMEM, "allreduce: out of memory for the ring across %d nodes", M);
+    int even = 1;
+    for (int n = 0; n < M; n++) ring[n] = -1;
+    int *per_node = calloc((size_t)M, sizeof *per_node);
+    if (!per_node) {
+        free(ring);
+        return baton__fail(BATON_ENOMEM, "allreduce: out of memory for the ring across %d nodes", M);
+    }
+    for (int r = 0; r < c->world; r++) {
+        per_node[c->node_of[r]]++;
+        if (c->local_of[r] == c->local_rank) ring[c->node_of[r]] = r;
+    }
+    for (int n = 0; n < M; n++) even &= per_node[n] == L;
+    free(per_node);
+    size_t wbytes = count * (baton__is16(dt) ? 4 : baton_dtype_size(dt));
+    int rc;
+    if (L > 1 && even && wbytes >= HIER_MIN_BYTES)
+        rc = pipelined_allreduce(c, ring, send, recv, count, dt, op, deadline);
+    else if (L == 1 && even)   /* one rank per node: the ring across nodes is the whole job */
+        rc = baton__allreduce_ring(&(baton_group){.t = c->tcp, .n = M, .me = c->node, .ranks = ring,
+                                                  .deadline_ns = deadline},
+                                   send, recv, count, dt, op);
+    else
+        rc = leaders_allreduce(c, send, recv, count, dt, op, deadline);
+    free(ring);
+    return rc;
+}
