@@ -40,7 +40,9 @@ void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi) {
 }
 
 int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt) {
-    return baton_optim_set_shard(opt, d->shard_lo, d->shard_hi);
+    int rc = baton_optim_set_shard(opt, d->shard_lo, d->shard_hi);
+    if (rc < 0) return rc;
+    return baton_optim_state(opt, 0) ? BATON_OK : BATON_ENOMEM;   /* allocated now: fail here, not mid-run */
 }
 
 /* Every rank's updated shard to everyone. Equal shards: one in-place all-gather of the slab. Otherwise rounds

@@ -50,11 +50,8 @@ int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config
     if (!o) return baton__fail(BATON_ENOMEM, "optimizer: out of memory");
     o->cfg = *cfg;
     o->p = p;
-    o->hi = baton_params_numel(p);
-    if (alloc_state(o, o->hi) < 0) {
-        baton_optim_free(o);
-        return BATON_ENOMEM;
-    }
+    o->hi = baton_params_numel(p);   /* the state is allocated on first use, so that a ZeRO rank that narrows
+                                      * the optimizer to its shard first never touches the whole slab's */
     *out = o;
     return BATON_OK;
 }
@@ -71,8 +68,9 @@ int baton_optim_set_shard(baton_optim *o, size_t lo, size_t hi) {
         return baton__fail(BATON_EINVAL, "optimizer: shard [%zu, %zu) is not inside the %zu-element slab", lo, hi,
                            baton_params_numel(o->p));
     if (lo == o->lo && hi == o->hi) return BATON_OK;
-    int rc = alloc_state(o, hi - lo);
-    if (rc < 0) return rc;
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;   /* allocated (zeroed) on first use */
     o->lo = lo;
     o->hi = hi;
     return BATON_OK;
@@ -83,7 +81,12 @@ void baton_optim_shard(const baton_optim *o, size_t *lo, size_t *hi) {
     *hi = o->hi;
 }
 
-float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
+static int ensure_state(baton_optim *o) { return o->m ? BATON_OK : alloc_state(o, o->hi - o->lo); }
+
+float *baton_optim_state(baton_optim *o, int slot) {
+    if (ensure_state(o) < 0) return NULL;
+    return slot == 0 ? o->m : slot == 1 ? o->v : NULL;
+}
 long baton_optim_steps(const baton_optim *o) { return o->steps; }
 void baton_optim_set_steps(baton_optim *o, long steps) { o->steps = steps; }
 int baton_optim_kind(const baton_optim *o) { return o->cfg.kind; }
@@ -108,6 +111,7 @@ void baton_optim_step(baton_optim *o, float lr) {
     baton_params *p = o->p;
     float *w = baton_params_data(p), *g = baton_params_grad(p);
     const baton_optim_config *c = &o->cfg;
+    if (ensure_state(o) < 0) BATON_ASSERT(!"optimizer: out of memory for the state");
     o->steps++;
     float c1 = 1.0f / (1.0f - powf(c->beta1, (float)o->steps)), c2 = 1.0f / (1.0f - powf(c->beta2, (float)o->steps));
     /* One loop per view (decay differs per view); views are contiguous in the slab. */
