@@ -109,7 +109,7 @@ int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, flo
 void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out) {
     size_t n = baton_params_numel(d->params), lo = 0, hi = n;
     if (opt) baton_optim_shard(opt, &lo, &hi);
-    int slots = opt ? (baton_optim_kind(opt) == BATON_OPTIM_ADAMW ? 2 : 1) : 0;
+    int slots = opt ? baton_optim_kind_slots(baton_optim_kind(opt)) : 0;
     out->param_bytes = (uint64_t)n * sizeof(float);
     out->grad_bytes = (uint64_t)n * sizeof(float);
     out->grad_reduced_bytes = (uint64_t)(d->cfg.zero == 2 ? d->shard_hi - d->shard_lo : n) * sizeof(float);

@@ -19,8 +19,9 @@ struct baton_optim {
 static int alloc_state(baton_optim *o, size_t n) {
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     if (!bytes) bytes = 64;
-    float *m = aligned_alloc(64, bytes), *v = o->cfg.kind == BATON_OPTIM_ADAMW ? aligned_alloc(64, bytes) : NULL;
-    if (!m || (o->cfg.kind == BATON_OPTIM_ADAMW && !v)) {
+    int two = baton_optim_kind_slots(o->cfg.kind) == 2;
+    float *m = aligned_alloc(64, bytes), *v = two ? aligned_alloc(64, bytes) : NULL;
+    if (!m || (two && !v)) {
         free(m);
         free(v);
         return baton__fail(BATON_ENOMEM, "optimizer: out of memory for %zu floats of state", n);
@@ -36,10 +37,12 @@ static int alloc_state(baton_optim *o, size_t n) {
 
 int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config *cfg) {
     *out = NULL;
-    if (cfg->kind != BATON_OPTIM_SGD && cfg->kind != BATON_OPTIM_ADAMW)
+    if (cfg->kind < BATON_OPTIM_SGD || cfg->kind > BATON_OPTIM_LAMB)
         return baton__fail(BATON_EINVAL, "optimizer: unknown kind %d", cfg->kind);
+    int two = baton_optim_kind_slots(cfg->kind) == 2;
     if (!(cfg->momentum >= 0.0f && cfg->momentum < 1.0f) || !(cfg->weight_decay >= 0.0f) ||
-        (cfg->kind == BATON_OPTIM_ADAMW &&
+        !(cfg->trust_coef >= 0.0f) ||
+        (two &&
          !(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f && cfg->beta2 < 1.0f && cfg->eps > 0.0f)))
         return baton__fail(BATON_EINVAL, "optimizer: hyperparameter out of range (momentum/betas in [0,1), "
                                          "weight decay >= 0, eps > 0)");
@@ -84,6 +87,11 @@ float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : s
 long baton_optim_steps(const baton_optim *o) { return o->steps; }
 void baton_optim_set_steps(baton_optim *o, long steps) { o->steps = steps; }
 int baton_optim_kind(const baton_optim *o) { return o->cfg.kind; }
+const char *baton_optim_kind_name(int kind) {
+    static const char *const names[] = {"sgd", "adamw", "lars", "lamb"};
+    return kind >= 0 && kind <= BATON_OPTIM_LAMB ? names[kind] : "?";
+}
+int baton_optim_kind_slots(int kind) { return kind == BATON_OPTIM_ADAMW || kind == BATON_OPTIM_LAMB ? 2 : 1; }
 
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
@@ -112,6 +120,11 @@ void baton_optim_step(baton_optim *o, float lr) {
         size_t n = end - off, s = off - o->lo;
         float wd = v->decay ? c->weight_decay : 0.0f;
         if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + s, n, lr, c->momentum, wd);
+        else if (c->kind == BATON_OPTIM_LARS)   /* the trust ratio needs whole views: not under ZeRO (refused) */
+            baton__lars(w + off, g + off, o->m + s, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
+                        v->decay);
+        else if (c->kind == BATON_OPTIM_LAMB)
+            baton__lamb(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
         else adamw(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }
