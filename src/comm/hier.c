@@ -193,8 +193,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     /* Stage uses are collective among the local ranks, so every rank runs the same schedule: scatter segment
      * k (and hand it to the network thread), then gather segment k - ahead. The network thread has up to
      * `ahead` segments queued, so a calling thread that loses its core for a while (more ranks than cores)
-     * does not stall the link. In line (one segment): scatter, network, gather. */
-    const size_t ahead = threaded ? HIER_AHEAD : 0;
+     * does not stall the link. The schedule depends on nothing but the segment count (without the thread the
+     * network steps run in line, right after the scatter). One segment: scatter, network, gather. */
+    const size_t ahead = h.nseg > 1 ? HIER_AHEAD : 0;
     for (size_t k = 0; rc == BATON_OK && k < h.nseg + ahead; k++) {
         if (k < h.nseg) {
             rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % HIER_SLOTS],

@@ -5,7 +5,7 @@
 # run every dtype and op, in and out of place, uneven counts (1, 13, 1000, 70001: under and over the
 # pipelined path's threshold, 262145: one f32 segment and one element, 1,000,003), every element checked
 # against a brute-force reference (tests/prog_coll.c); auto picks hier; a collective that disagrees across
-# the nodes fails on every rank instead of hanging. Needs root. Every step has a hard timeout, and the
+# the nodes fails on every rank instead of hanging; nodes of 2 and 1 ranks work too. Needs root. Every step has a hard timeout, and the
 # cluster is torn down whatever happens (trap), so `ip netns list` is left as it was.
 BUILD=${BUILD:-build}
 B=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +21,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 sh $NETNS gc >/dev/null 2>&1
 name="baton-sim$$"
-cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; }
+outf=
+cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; [ -n "$outf" ] && rm -f "$outf"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 if ! sh $NETNS up 2 --name "$name" >/dev/null; then
@@ -69,6 +70,23 @@ for kind in count op; do
     [ $st = 0 ] || { echo "exit $rc"; echo "$out" | tail -20; }
     check "hier_${kind}_mismatch_fails_on_every_rank" $st
 done
+
+# 5. nodes with different numbers of ranks (2 + 1, started by hand with torchrun's variables; baton run
+#    gives every node as many): hier takes the leaders' path, every element still checked
+secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+outf=$(mktemp /tmp/baton-netns-coll.XXXXXX)
+for r in 0 1 2; do
+    node=0 lr=$r lws=2
+    [ $r = 2 ] && node=1 lr=0 lws=1
+    ip netns exec "$name-n$node" env WORLD_SIZE=3 RANK=$r LOCAL_RANK=$lr LOCAL_WORLD_SIZE=$lws GROUP_RANK=$node \
+        MASTER_ADDR=10.200.0.1 MASTER_PORT=29505 BATON_SECRET="$secret" timeout -k 5 120 \
+        "$BUILD/tests/prog_coll" --algos hier,auto --expect-algo hier --colls allreduce --counts 1,70001,1000003 \
+        --dtypes f32,bf16,i32 --ops sum,avg,max >> "$outf" 2>&1 &
+done
+wait
+st=0; [ "$(grep -c 'checks passed' "$outf")" = 3 ] || { st=1; tail -20 "$outf"; }
+rm -f "$outf"; outf=
+check allreduce_uneven_nodes_2_plus_1_hier $st
 
 cleanup
 trap - EXIT
