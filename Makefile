@@ -20,6 +20,7 @@ DEB_PKGS += openmpi-bin mpich libopenmpi-dev
 DEB_PKGS += slurmctld slurmd slurm-client munge
 DEB_PKGS += iproute2
 DEB_PKGS += fortunes
+DEB_PKGS += chromium
 
 LIB_SRC   := $(filter-out src/transport/mpi_plugin.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -2,6 +2,7 @@
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
  *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--expect-algo A]
+ *             [--roots K]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
  * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
@@ -170,6 +171,7 @@ int main(int argc, char **argv) {
     char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
          ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
     int big = 0, shmbuf = 0;
+    long max_roots = 0; /* broadcast from every rank, or from this many spread over the world (--roots K) */
     for (int i = 1; i < argc; i++) {
         char *dst = NULL;
         if (!strcmp(argv[i], "--algos")) dst = algos_s;
@@ -179,6 +181,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--colls")) dst = colls_s;
         else if (!strcmp(argv[i], "--big")) { big = 1; continue; }
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
+        else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
+            char *end;
+            max_roots = strtol(argv[++i], &end, 10);
+            if (*end || max_roots < 1) { fprintf(stderr, "prog_coll: --roots wants a positive integer\n"); return 2; }
+            continue;
+        }
         else if (!strcmp(argv[i], "--expect-algo")) {
             baton_algo a;
             if (++i >= argc || baton_algo_parse(argv[i], &a) < 0) {
@@ -224,7 +232,10 @@ int main(int argc, char **argv) {
                     salt++;
                     if (!strcmp(colls[k], "allgather")) { test_allgather(c, count, dt, salt); continue; }
                     if (!strcmp(colls[k], "broadcast")) {
-                        for (int root = 0; root < world_; root++) test_broadcast(c, count, dt, root, salt);
+                        int nroots = max_roots && max_roots < world_ ? (int)max_roots : world_;
+                        for (int k2 = 0; k2 < nroots; k2++) /* with --roots K: 0, ..., world - 1 spread */
+                            test_broadcast(c, count, dt, nroots > 1 ? (int)((long)k2 * (world_ - 1) / (nroots - 1)) : 0,
+                                           salt);
                         continue;
                     }
                     if (!strcmp(colls[k], "barrier")) {

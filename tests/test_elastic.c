@@ -13,7 +13,7 @@ TEST_T(elastic_node_lost_job_continues_on_the_rest, 400) {
     int port = th_free_port();
     snprintf(ck, sizeof ck, "%s/ck", th_tmpdir());
     for (int i = 0; i < 3; i++) snprintf(out[i], sizeof out[i], "%s/out%d", th_tmpdir(), i);
-    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 30 --checkpoint-every 3 "
+    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 120 --checkpoint-every 10 "
                         "--warmup 0 --threads 1 --resume --json";
     char node[3][4000];
     for (int i = 0; i < 3; i++)
@@ -22,7 +22,7 @@ TEST_T(elastic_node_lost_job_continues_on_the_rest, 400) {
     snprintf(cmd, sizeof cmd,
              "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; "
              "%s & P0=$!; %s & P1=$!; %s & P2=$!; "
-             "i=0; while [ ! -f %s/step-6/COMMIT ] && [ $i -lt 1500 ]; do sleep 0.2; i=$((i+1)); done; "
+             "i=0; while ! ls %s/step-*/COMMIT >/dev/null 2>&1 && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; "
              "kill -9 $P2; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; echo \"r0=$r0 r1=$r1\"",
              "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], node[2], ck);
     char *o = NULL;
@@ -46,9 +46,9 @@ TEST_T(elastic_node_lost_job_continues_on_the_rest, 400) {
     ASSERT_CONTAINS(r0, "resuming from");
     ASSERT_CONTAINS(r0, "the checkpoint was written by 3 rank(s)");
     ASSERT_CONTAINS(r0, "\"world_size\":2");
-    ASSERT_CONTAINS(r0, "\"steps\":30");
+    ASSERT_CONTAINS(r0, "\"steps\":120");
     char done[600];
-    snprintf(done, sizeof done, "%s/step-30/COMMIT", ck);
+    snprintf(done, sizeof done, "%s/step-120/COMMIT", ck);
     ASSERT_EQ_INT(access(done, F_OK), 0);
     free(o);
     free(o0);
@@ -79,14 +79,14 @@ TEST_T(elastic_node_joins_running_job, 400) {
     int port = th_free_port();
     snprintf(ck, sizeof ck, "%s/ck", th_tmpdir());
     for (int i = 0; i < 3; i++) snprintf(out[i], sizeof out[i], "%s/out%d", th_tmpdir(), i);
-    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 30 --checkpoint-every 3 "
+    const char *train = "--data synthetic --train-samples 2048 --hidden 32 --batch 16 --steps 120 --checkpoint-every 10 "
                         "--warmup 0 --threads 1 --resume --json";
     for (int i = 0; i < 3; i++)
         snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
                  "-- %s train %s --checkpoint %s > %s 2>&1", th_baton(), i, port, th_baton(), train, ck, out[i]);
     snprintf(cmd, sizeof cmd,
              "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; %s & P0=$!; %s & P1=$!; "
-             "i=0; while [ ! -f %s/step-3/COMMIT ] && [ $i -lt 1500 ]; do sleep 0.2; i=$((i+1)); done; "
+             "i=0; while ! ls %s/step-*/COMMIT >/dev/null 2>&1 && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; "
              "%s & P2=$!; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; r2=$?; echo \"r0=$r0 r1=$r1 r2=$r2\"",
              "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], ck, node[2]);
     char *o = NULL, *o2 = NULL;
@@ -100,7 +100,7 @@ TEST_T(elastic_node_joins_running_job, 400) {
     ASSERT_CONTAINS(o2, "a launcher is waiting to join");
     ASSERT_CONTAINS(o2, "of 3, world size 3");
     ASSERT_CONTAINS(o2, "\"world_size\":3");
-    ASSERT_CONTAINS(o2, "\"steps\":30");
+    ASSERT_CONTAINS(o2, "\"steps\":120");
     free(o);
     free(o2);
 }

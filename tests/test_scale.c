@@ -117,3 +117,24 @@ TEST(waits_stop_spinning_when_ranks_outnumber_cpus) {
     baton__backoff_set_load(1, 2);
     ASSERT_EQ_INT(baton__backoff_oversubscribed(), 0);
 }
+
+/* Past the limit, the launcher and baton_init refuse at once (before starting or joining anything), each
+ * with one line naming BATON_SHM_MAX_LOCAL (not at the join timeout, which is longer than the test's). */
+TEST(launcher_and_init_refuse_513_local_ranks) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "unset BATON_TRANSPORT; %s run -n 513 -- /bin/true", th_baton());
+    int rc = th_run(cmd, 30, &out, NULL);
+    ASSERT_EQ_INT(rc, 2);
+    ASSERT_CONTAINS(out, "-n 513 is over the limit of 512 ranks per node");
+    ASSERT_CONTAINS(out, "BATON_SHM_MAX_LOCAL");
+    ASSERT_EQ_INT(strchr(out, '\n') - out, (long)strlen(out) - 1);
+    free(out);
+    snprintf(cmd, sizeof cmd, "unset BATON_TRANSPORT BATON_STORE_ADDR; BATON_RANK=3 BATON_WORLD_SIZE=513 BATON_LOCAL_RANK=3 "
+             "BATON_LOCAL_WORLD_SIZE=513 BATON_NODE_RANK=0 BATON_NNODES=1 BATON_JOIN_TIMEOUT=30 %s/tests/prog_topo",
+             th_build_dir());
+    rc = th_run(cmd, 20, &out, NULL);
+    ASSERT_EQ_INT(rc, 1);
+    ASSERT_CONTAINS(out, "513 local ranks on one node is over the limit of 512");
+    ASSERT_CONTAINS(out, "BATON_SHM_MAX_LOCAL");
+    free(out);
+}

@@ -9,5 +9,6 @@ int baton_cmd_generate(int argc, char **argv); /* tools/generate.c: sample text 
 int baton_cmd_doctor(int argc, char **argv); /* tools/doctor.c: reads flight-recorder dumps */
 int baton_cmd_ckpt(int argc, char **argv);   /* tools/ckpt.c: checkpoint utilities (consolidate) */
 int baton_cmd_plan(int argc, char **argv);   /* tools/plan.c: the cost model, calibrated on this machine */
+int baton_cmd_report(int argc, char **argv); /* tools/report.c: a run's metrics as one HTML page */
 
 #endif

@@ -19,6 +19,7 @@ static const struct {
     {"bench", baton_cmd_bench, "benchmark a collective (nccl-tests style), under `baton run`"},
     {"ckpt", baton_cmd_ckpt, "checkpoint utilities: baton ckpt consolidate DIR -o model.safetensors"},
     {"plan", baton_cmd_plan, "predict a job before launching it: all-reduce time, efficiency, wall-clock, memory"},
+    {"report", baton_cmd_report, "draw a training run's metrics as one HTML page: baton report RUN_DIR -o report.html"},
     {"doctor", baton_cmd_doctor, "read the ranks' flight-recorder dumps: where they diverged, who lagged"},
 };
 

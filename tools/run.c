@@ -31,6 +31,7 @@
 #include "commands.h"
 #include "rendezvous/store.h"
 #include "run.h"
+#include "transport/shm.h"
 #include "transport/tcp.h"
 #include "util/util.h"
 
@@ -267,6 +268,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->nnodes > 1 && o->max_restarts > 0 && !o->elastic)
         return usage_error("--max-restarts works on a single node only, or with --nnodes MIN:MAX; drop it or use "
                            "--nnodes 1");
+    const char *tp = getenv("BATON_TRANSPORT");
+    if (o->nproc > BATON_SHM_MAX_LOCAL && !(tp && !strcmp(tp, "tcp")))
+        return usage_error("-n %ld is over the limit of %d ranks per node over shared memory (BATON_SHM_MAX_LOCAL): "
+                           "start at most %d per node, or set BATON_TRANSPORT=tcp",
+                           o->nproc, BATON_SHM_MAX_LOCAL, BATON_SHM_MAX_LOCAL);
     if (o->nproc * o->nnodes > (1L << 20))
         return usage_error("world size %ld x %ld is too large (at most %d)", o->nnodes, o->nproc, 1 << 20);
     return -1;

@@ -25,18 +25,23 @@
 #include "cli.h"
 #include "commands.h"
 #include "train.h"
+#include "train_bucket.h"
+#include "train_metrics.h"
 #include "train_summary.h"
 #include "util/util.h"
 
 typedef struct {
     const char *model, *data, *optim, *schedule, *save, *data_dir, *trace, *checkpoint;
     long epochs, steps, batch, accum, threads, warmup, step_every, eval_batch, train_samples, log_every, ckpt_every;
-    double lr, momentum, weight_decay, clip, gamma, dropout, min_lr;
+    double lr, momentum, weight_decay, clip, gamma, dropout, min_lr, trust_coef;
     uint64_t seed;
     int json, epochs_set, steps_set, lr_set, optim_set, wd_set, resume;
     int drop_last, lr_linear;  /* --drop-last, --lr-scaling linear */
     baton_ddp_config ddp;      /* --bucket-mb, --no-overlap, --grad-dtype, --loss-scale, --no-zero-copy */
     baton_model_config mc;
+    int no_prefetch;           /* --no-prefetch */
+    int bucket_auto;           /* --bucket-mb auto */
+    const char *metrics;       /* --metrics FILE.jsonl|FILE.csv|none (NULL: the default, on) */
 } train_opts;
 
 static const char usage_text[] =
@@ -53,8 +58,10 @@ static const char usage_text[] =
     "  --batch B              samples per step per rank (default 128)\n"
     "  --accum K              accumulate gradients over K batches per step (default 1)\n"
     "  --drop-last            drop the samples that do not divide by the world size (default: pad)\n"
-    "  --optim sgd|adamw      (default sgd for mlp, adamw for cnn)\n"
-    "  --lr LR                peak learning rate (default 0.05 sgd, 0.001 adamw)\n"
+    "  --optim sgd|adamw|lars|lamb   (default sgd for mlp, adamw for cnn; lars and lamb scale each layer's step\n"
+    "                         by a trust ratio |w|/|update| for large batches; biases are not adapted)\n"
+    "  --lr LR                peak learning rate (default 0.05 sgd, 0.001 adamw, 1 lars, 0.005 lamb)\n"
+    "  --trust-coef ETA       lars: the trust coefficient eta (default 0.02)\n"
     "  --momentum M           sgd momentum (default 0.9)\n"
     "  --weight-decay WD      (default 5e-4 sgd, 0.01 adamw)\n"
     "  --schedule cosine|step|const   decay after warmup (default cosine)\n"
@@ -69,6 +76,9 @@ static const char usage_text[] =
     "  --log-every N          progress line every N steps when stderr is not a terminal\n"
     "  --save FILE.safetensors        write the final parameters\n"
     "  --json                 print one final JSON line on stdout\n"
+    "  --no-prefetch          gather each batch on the training thread (default: one batch ahead on a thread)\n"
+    "  --metrics FILE.jsonl|FILE.csv|none   per-step metrics of every rank (default: on, into the --checkpoint\n"
+    "                         directory or a new run directory; `baton report DIR` draws them; docs/observe.md)\n"
     "checkpoints (docs/checkpoints.md):\n"
     "  --checkpoint DIR       save DIR/step-N every --checkpoint-every steps and at the end (keeps the last 2);\n"
     "                         DIR must hold no checkpoint unless --resume is given\n"
@@ -77,7 +87,8 @@ static const char usage_text[] =
     "                         was never stopped; with none yet, start from scratch (so a restart script can\n"
     "                         always pass it)\n"
     "data-parallel (under baton run -n N):\n"
-    "  --bucket-mb MB         gradient bucket cap (default 25; the first bucket is 1)\n"
+    "  --bucket-mb MB|auto    gradient bucket cap (default 25; the first bucket is 1); auto tries a ladder of\n"
+    "                         caps for a few steps each and keeps the one with the least exposed communication\n"
     "  --no-overlap           all-reduce after the whole backward instead of during it\n"
     "  --grad-dtype f32|bf16|f16      gradients on the wire (default f32; master weights stay f32)\n"
     "  --loss-scale none|static|dynamic   loss scaling (dynamic: start 2^16, halve and skip on overflow,\n"
@@ -142,6 +153,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--no-zero-copy")) { o->ddp.zero_copy = 0; continue; }
         if (!strcmp(flag, "--drop-last")) { o->drop_last = 1; continue; }
         if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
+        if (!strcmp(flag, "--no-prefetch")) { o->no_prefetch = 1; continue; }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
@@ -188,6 +200,11 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         DBL_OPT("--gamma", gamma, 1e-9, 1.0)
         DBL_OPT("--dropout", dropout, 0.0, 0.99)
         DBL_OPT("--min-lr", min_lr, 0.0, 100.0)
+        DBL_OPT("--trust-coef", trust_coef, 1e-6, 10.0)
+        if (!strcmp(flag, "--bucket-mb") && !strcmp(val, "auto")) {
+            o->bucket_auto = 1;
+            continue;
+        }
         DBL_OPT("--bucket-mb", ddp.bucket_mb, 0.001, 4096.0)
         if (!strcmp(flag, "--seed")) {
             if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
@@ -203,7 +220,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(flag, "--data-dir")) {
             o->data_dir = val;
         } else if (!strcmp(flag, "--optim")) {
-            if (strcmp(val, "sgd") && strcmp(val, "adamw")) return bad(flag, "expects sgd or adamw");
+            if (strcmp(val, "sgd") && strcmp(val, "adamw") && strcmp(val, "lars") && strcmp(val, "lamb"))
+                return bad(flag, "expects sgd, adamw, lars or lamb");
             o->optim = val;
         } else if (!strcmp(flag, "--schedule")) {
             if (strcmp(val, "cosine") && strcmp(val, "step") && strcmp(val, "const"))
@@ -215,6 +233,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(flag, "--channels")) {
             if (parse_list(flag, val, o->mc.channels, &o->mc.n_channels)) return 2;
             channels_set = 1;
+        } else if (!strcmp(flag, "--metrics")) {
+            const char *why = train_metrics_check_value(val);
+            if (why) return bad(flag, why);
+            o->metrics = val;
         } else if (!strcmp(flag, "--save")) {
             o->save = val;
         } else if (!strcmp(flag, "--grad-dtype")) {
@@ -261,12 +283,19 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         return bad("--channels", "only applies to --model cnn");
     }
     if (!o->optim) o->optim = cnn ? "adamw" : "sgd";
-    int adam = !strcmp(o->optim, "adamw");
-    if (!o->lr_set) o->lr = adam ? 0.001 : 0.05;
+    int adam = !strcmp(o->optim, "adamw") || !strcmp(o->optim, "lamb"), lars = !strcmp(o->optim, "lars");
+    if (!o->lr_set) o->lr = !strcmp(o->optim, "lamb") ? 0.005 : adam ? 0.001 : lars ? 1.0 : 0.05;
     if (!o->wd_set) o->weight_decay = adam ? 0.01 : 5e-4;
+    if (!o->trust_coef) o->trust_coef = 0.02;
     if (o->steps_set && !o->epochs_set) o->epochs = 100000;
     if ((o->resume || o->ckpt_every) && !o->checkpoint)
         return bad(o->resume ? "--resume" : "--checkpoint-every", "needs --checkpoint DIR");
+    if ((!strcmp(o->optim, "lars") || !strcmp(o->optim, "lamb")) && o->ddp.zero)
+        return bad("--optim", "lars and lamb need each layer whole for its trust ratio, which --zero splits across "
+                   "ranks; use --zero 0 with them");
+    if (o->bucket_auto && o->ddp.zero)
+        return bad("--bucket-mb auto", "cannot be combined with --zero (trying caps rebuilds the engine, which would "
+                   "re-shard the optimizer); give a size in MB");
     return 0;
 }
 
@@ -324,6 +353,13 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
 }
 
 #define SPAN(ev, t0) baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, baton__now_ns())
+/* A span of the step that also adds its duration (ms) to the step's metrics field. */
+#define PHASE(ev, field, t0)                                                \
+    do {                                                                    \
+        uint64_t t_end_ = baton__now_ns();                                  \
+        baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, t_end_);       \
+        mf[field] += (double)(t_end_ - (t0)) * 1e-6;                        \
+    } while (0)
 #define LOSS_WINDOW 100
 
 int baton_cmd_train(int argc, char **argv) {
@@ -342,7 +378,8 @@ int baton_cmd_train(int argc, char **argv) {
         return 2;
     }
     long world = le.world;
-    train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1}};
+    train_output outs[] = {{"--save", o.save, 0}, {"--trace", o.trace, 0}, {"--checkpoint", o.checkpoint, 1},
+                          {"--metrics", o.metrics && strcmp(o.metrics, "none") ? o.metrics : NULL, 0}};
     if (le.rank == 0 && (rc = train_check_outputs(outs, (int)(sizeof outs / sizeof outs[0]))) != 0) return rc;
     int threads = train_threads(o.threads, &le);
 
@@ -355,6 +392,8 @@ int baton_cmd_train(int argc, char **argv) {
     baton_trace *trace = NULL;
     baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
+    train_metrics metrics = {0};
+    train_prefetch pf = {0};
     int exit_code = 1, rank = 0;
     if (world > 1 && baton_init(&comm, NULL) < 0) {
         fprintf(stderr, "baton train: joining the data-parallel job: %s\n", baton_last_error());
@@ -378,9 +417,11 @@ int baton_cmd_train(int argc, char **argv) {
         goto out;
     }
     baton_params *params = baton_model_params(model);
-    baton_optim_config oc = {.kind = strcmp(o.optim, "adamw") ? BATON_OPTIM_SGD : BATON_OPTIM_ADAMW,
-                             .momentum = (float)o.momentum, .weight_decay = (float)o.weight_decay,
-                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    int kind = !strcmp(o.optim, "adamw") ? BATON_OPTIM_ADAMW : !strcmp(o.optim, "lars") ? BATON_OPTIM_LARS
+               : !strcmp(o.optim, "lamb") ? BATON_OPTIM_LAMB : BATON_OPTIM_SGD;
+    baton_optim_config oc = {.kind = kind, .momentum = (float)o.momentum, .weight_decay = (float)o.weight_decay,
+                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = kind == BATON_OPTIM_LAMB ? 1e-6f : 1e-8f,
+                             .trust_coef = (float)o.trust_coef};
     if ((rc = baton_optim_new(&opt, params, &oc)) < 0 ||
         (rc = baton_dist_sampler_init(&sampler, train.n, rank, (int)world, 1, o.drop_last, o.seed)) < 0) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
@@ -425,7 +466,24 @@ int baton_cmd_train(int argc, char **argv) {
     baton_ckpt_state pos = {0};   /* where this process starts: step 0 unless resumed */
     long ckpt_every = o.ckpt_every ? o.ckpt_every : steps_per_epoch, die_at = -1, die_rank = world - 1, ckpts = 0;
     if (o.checkpoint && (exit_code = start_from_checkpoint(&o, &ck, steps_per_epoch, &pos, &sched)) != 0) goto out;
+    if ((exit_code = train_metrics_open(&metrics, o.metrics, o.checkpoint, rank)) != 0) goto out;
     exit_code = 1;
+    if (train_prefetch_start(&pf, &train, (int)o.batch, !o.no_prefetch) < 0) goto out;
+    train_bucket_auto ba = {0};
+    if (o.bucket_auto && train_bucket_auto_start(&ba, &ddp, comm, params, tape, opt, &o.ddp, total - pos.step) < 0) {
+        fprintf(stderr, "baton train: --bucket-mb auto: %s\n", baton_last_error());
+        goto out;
+    }
+    ck.ddp = ddp;
+    /* Test knob (tests/test_observe.c): rank BATON_TEST_SLOW_RANK sleeps, at the end of each optimizer step,
+     * BATON_TEST_SLOW_PCT % of the compute (forward + backward + optimizer) it just did: that rank's compute
+     * is that much slower, counted where the straggler diagnosis counts it. Inert unless set. */
+    long slow_rank = -1, slow_pct = 0;
+    if (baton__env_long("BATON_TEST_SLOW_RANK", -1, 0, world - 1, &slow_rank) == BATON_EINVAL ||
+        baton__env_long("BATON_TEST_SLOW_PCT", 0, 0, 10000, &slow_pct) == BATON_EINVAL) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     /* Test knob (tests/test_ckpt_train.c): rank BATON_TEST_DIE_RANK (default the last) SIGKILLs itself as step
      * BATON_TEST_DIE_AT_STEP starts. Inert unless set. */
     if (baton__env_long("BATON_TEST_DIE_AT_STEP", -1, 0, LONG_MAX, &die_at) == BATON_EINVAL ||
@@ -451,27 +509,33 @@ int baton_cmd_train(int argc, char **argv) {
     prog.start_ns = baton__now_ns();
     for (long epoch = pos.epoch; step < total; epoch++) {
         baton_dist_sampler_set_epoch(&sampler, epoch);
+        long first_s = epoch == pos.epoch ? pos.epoch_step : 0, epoch_samples = steps_per_epoch * per_step;
+        if (first_s < steps_per_epoch) train_prefetch_request(&pf, sampler.idx + first_s * per_step);
         double ep_loss = 0.0;
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         uint64_t ep_t0 = baton__now_ns();
-        for (long s = epoch == pos.epoch ? pos.epoch_step : 0; s < steps_per_epoch && step < total; s++, step++) {
+        for (long s = first_s; s < steps_per_epoch && step < total; s++, step++) {
             if (step == die_at && rank == die_rank) raise(SIGKILL);
             uint64_t t0 = baton__now_ns(), t;
-            double step_loss = 0.0;
+            double step_loss = 0.0, mf[TM_NF] = {0};
+            baton_ddp_stats st0;
+            baton_ddp_get_stats(ddp, &st0);
             for (long k = 0; k < o.accum; k++) {   /* one optimizer step = accum micro-batches */
                 int correct;
                 t = baton__now_ns();
-                train_next_batch(&train, &sampler, (s * o.accum + k) * o.batch, (int)o.batch, &bb);
-                SPAN(BATON_EV_DATA, t);
+                train_prefetch_take(&pf, &bb.x, &bb.y);   /* gathered on the loader thread */
+                long next = (s * o.accum + k + 1) * o.batch;
+                if (next < epoch_samples) train_prefetch_request(&pf, sampler.idx + next);
+                PHASE(BATON_EV_DATA, TM_DATA, t);
                 t = baton__now_ns();
                 baton_tape_reset(tape, 1);
                 baton_tensor *loss = train_forward(model, tape, &train, &bb, (int)o.batch, &correct);
-                SPAN(BATON_EV_FORWARD, t);
+                PHASE(BATON_EV_FORWARD, TM_FWD, t);
                 t = baton__now_ns();
                 if (k == 0) baton_params_zero_grad(params);
                 baton_ddp_prepare(ddp, k == o.accum - 1);   /* the last micro-batch's backward launches buckets */
                 baton_tape_backward(tape, loss, baton_ddp_backward_scale(ddp) / (float)o.accum);
-                SPAN(BATON_EV_BACKWARD, t);
+                PHASE(BATON_EV_BACKWARD, TM_BWD, t);
                 step_loss += loss->data[0] / (double)o.accum;
                 ep_correct += correct;
                 ep_seen += o.batch;
@@ -487,8 +551,32 @@ int baton_cmd_train(int argc, char **argv) {
                 fprintf(stderr, "\nbaton train: optimizer step %ld: %s\n", step, baton_last_error());
                 goto out;
             }
-            SPAN(BATON_EV_OPTIM, t);
-            train_ns += baton__now_ns() - t0;
+            if (rank == slow_rank && slow_pct > 0)
+                baton__sleep_ns((uint64_t)((mf[TM_FWD] + mf[TM_BWD] + (double)(baton__now_ns() - t) * 1e-6) * 1e6 *
+                                           (double)slow_pct / 100.0));
+            PHASE(BATON_EV_OPTIM, TM_OPT, t);
+            uint64_t t_step = baton__now_ns() - t0;
+            train_ns += t_step;
+            baton_ddp_stats st1;
+            baton_ddp_get_stats(ddp, &st1);
+            if (metrics.on) {
+                mf[TM_T0] = (double)t0 * 1e-6;
+                mf[TM_STEP] = (double)t_step * 1e-6;
+                mf[TM_EXPOSED] = (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6;
+                mf[TM_COMM] = (double)(st1.comm_ns - st0.comm_ns) * 1e-6;
+                mf[TM_BYTES] = comm ? (double)st1.bytes_per_step : 0.0;
+                mf[TM_LOSS] = step_loss;
+                mf[TM_LR] = step_lr;
+                mf[TM_EPOCH] = (double)epoch;
+                train_metrics_step(&metrics, step, mf);
+            }
+            if (ba.active) {   /* may rebuild the engine with the next cap to try, or the one it keeps */
+                if (train_bucket_auto_step(&ba, (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6) < 0) {
+                    fprintf(stderr, "\nbaton train: --bucket-mb auto: %s\n", baton_last_error());
+                    goto out;
+                }
+                ck.ddp = ddp;
+            }
 
             if (!isfinite(step_loss)) {
                 fprintf(stderr, "\nbaton train: loss became %f at step %ld on rank %d; lower --lr or set --clip\n",
@@ -524,6 +612,7 @@ int baton_cmd_train(int argc, char **argv) {
             goto out;
         }
         SPAN(BATON_EV_EVAL, t);
+        train_metrics_eval(&metrics, step, epoch + 1, test_acc, test_loss);
         evaluated++;
         train_summary_eval(&sum, epoch + 1, test_acc, test_loss);
         if (prog.tty) fputc('\n', stderr);
@@ -552,6 +641,17 @@ int baton_cmd_train(int argc, char **argv) {
     double sps = secs > 0 ? (double)ran * per_step * world / secs : 0.0, step_ms = ran ? 1e3 * secs / ran : 0.0;
     baton_ddp_stats st;
     baton_ddp_get_stats(ddp, &st);
+    tm_info mi = {.model = o.model, .data = o.data, .optim = o.optim, .world = world, .batch = o.batch,
+                  .accum = o.accum, .steps_per_epoch = steps_per_epoch, .params = (long)baton_params_numel(params),
+                  .bucket_note = o.bucket_auto ? ba.note : NULL};
+    if (rank == 0 && o.bucket_auto) fprintf(stderr, "baton train: --bucket-mb %s\n", ba.note);
+    tm_diagnosis diag;
+    if (train_metrics_finish(&metrics, comm, (int)world, &mi, &diag) < 0) goto out;
+    if (rank == 0 && metrics.on) {   /* on stderr even with --json: the path is where the run's story is */
+        fprintf(stderr, "baton train: %s\n", diag.text);
+        fprintf(stderr, "baton train: metrics in %s; draw them with: baton report %s -o report.html\n", metrics.path,
+                metrics.dir);
+    }
 
     if (o.save && rank == 0) {
         if (train_save_model(o.save, params, &o.mc, o.data) < 0) {
@@ -597,6 +697,8 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "comm_ms", st.steps ? (double)st.comm_ns * 1e-6 / st.steps : 0.0);
         cJSON_AddNumberToObject(j, "bytes_per_step", (double)st.bytes_per_step);
         cJSON_AddNumberToObject(j, "buckets", st.buckets);
+        cJSON_AddNumberToObject(j, "bucket_mb", o.ddp.bucket_mb);
+        if (o.bucket_auto) cJSON_AddStringToObject(j, "bucket_auto", ba.note);
         cJSON_AddStringToObject(j, "grad_dtype", baton_dtype_name(o.ddp.grad_dtype));
         cJSON_AddBoolToObject(j, "overlap", o.ddp.overlap);
         cJSON_AddNumberToObject(j, "skipped_steps", (double)st.skipped);
@@ -604,6 +706,15 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "params", (double)baton_params_numel(params));
         cJSON_AddNumberToObject(j, "checkpoints", (double)ckpts);
         cJSON_AddNumberToObject(j, "checkpoint_ms", ckpts ? (double)ckpt_ns * 1e-6 / ckpts : 0.0);
+        if (metrics.on) {
+            cJSON_AddStringToObject(j, "metrics", metrics.path);
+            cJSON_AddNumberToObject(j, "metrics_ms_per_step", train_metrics_ms_per_step(&metrics));
+            cJSON_AddNumberToObject(j, "straggler_rank", diag.straggler);
+            cJSON_AddNumberToObject(j, "straggler_ratio", diag.ratio);
+            cJSON_AddBoolToObject(j, "input_bound", diag.input_bound);
+            cJSON_AddNumberToObject(j, "data_wait_pct", diag.data_pct);
+            cJSON_AddStringToObject(j, "diagnosis", diag.text);
+        }
         train_json_memory(j, ddp, opt, o.ddp.zero);
         cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
@@ -613,6 +724,8 @@ int baton_cmd_train(int argc, char **argv) {
     }
     exit_code = 0;
 out:
+    train_prefetch_stop(&pf);
+    train_metrics_free(&metrics);
     train_batch_free(&bb);
     train_batch_free(&eb);
     baton_ddp_free(ddp);

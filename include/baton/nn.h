@@ -209,20 +209,25 @@ baton_tensor *baton_model_forward(baton_model *m, baton_tape *t, baton_tensor *x
 int baton_count_correct(const float *logits, const int32_t *labels, int m, int c);
 
 /* ---- optimizers and schedules ----------------------------------------------------------------------- */
-enum { BATON_OPTIM_SGD = 0, BATON_OPTIM_ADAMW = 1 };
+enum { BATON_OPTIM_SGD = 0, BATON_OPTIM_ADAMW = 1, BATON_OPTIM_LARS = 2, BATON_OPTIM_LAMB = 3 };
 typedef struct {
     int kind;            /* BATON_OPTIM_* */
     float momentum;      /* sgd: 0.9 (0 = plain SGD) */
     float weight_decay;  /* sgd: L2 added to the gradient; adamw: decoupled; only params with decay=1 */
     float beta1, beta2;  /* adamw: 0.9, 0.999 */
-    float eps;           /* adamw: 1e-8 */
+    float eps;           /* adamw, lamb: 1e-8 (lamb: 1e-6 is usual) */
+    float trust_coef;    /* lars: eta in the trust ratio (0: 0.001) */
 } baton_optim_config;
 typedef struct baton_optim baton_optim;
 int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config *cfg);
 void baton_optim_free(baton_optim *o);
 /* One step over the whole slab with learning rate lr:
  *   sgd:   g += wd*w; m = momentum*m + g; w -= lr*m
- *   adamw: w -= lr*wd*w; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr*mhat/(sqrt(vhat)+eps) */
+ *   adamw: w -= lr*wd*w; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr*mhat/(sqrt(vhat)+eps)
+ * The large-batch optimizers (src/nn/optim_large.c) take a layer-wise trust ratio per parameter view; views
+ * with decay = 0 (biases, norms) get neither weight decay nor the ratio (it is 1):
+ *   lars:  u = g + wd*w; r = eta*|w| / |u| (1 if |w| or |u| is 0); m = momentum*m + r*u; w -= lr*m
+ *   lamb:  m, v as adamw; u = mhat/(sqrt(vhat)+eps) + wd*w; r = |w| / |u| (1 if either is 0); w -= lr*r*u */
 void baton_optim_step(baton_optim *o, float lr);
 /* State slabs for checkpoints: slot 0 = momentum / first moment, slot 1 = second moment (NULL for sgd).
  * Each covers the optimizer's shard [lo, hi) of the slab (hi - lo floats; element i is slab element lo + i):
@@ -235,6 +240,8 @@ long baton_optim_steps(const baton_optim *o);
 /* Restores the step counter (AdamW's bias correction depends on it) when resuming from a checkpoint. */
 void baton_optim_set_steps(baton_optim *o, long steps);
 int baton_optim_kind(const baton_optim *o);   /* BATON_OPTIM_* */
+const char *baton_optim_kind_name(int kind);  /* "sgd", "adamw", "lars", "lamb" ("?" otherwise) */
+int baton_optim_kind_slots(int kind);         /* state slabs: 1 (sgd, lars) or 2 (adamw, lamb) */
 
 /* Global L2 norm of the gradient slab; when max_norm > 0 and the norm exceeds it, scales the gradients
  * by max_norm / norm. Returns the norm before clipping. */

@@ -36,7 +36,7 @@ static int path_join(char *out, size_t cap, const char *a, const char *b) {
 }
 
 static const char *slot_name(int kind, int slot) {
-    return slot == 1 ? "exp_avg_sq" : kind == BATON_OPTIM_ADAMW ? "exp_avg" : "momentum_buffer";
+    return slot == 1 ? "exp_avg_sq" : baton_optim_kind_slots(kind) == 2 ? "exp_avg" : "momentum_buffer";
 }
 
 /* ---- step directories ------------------------------------------------------------------------------- */
@@ -521,7 +521,7 @@ static int write_files(const char *stepdir, baton_params *p, baton_optim *o, con
     /* optim.safetensors: the state slabs */
     if (nshards) goto state;
     int nt = optim_tensors(p, o, t, names);
-    const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind(o) == BATON_OPTIM_ADAMW ? "adamw" : "sgd",
+    const char *ometa[] = {"producer", "baton train", "optimizer", baton_optim_kind_name(baton_optim_kind(o)),
                            "steps", osteps};
     if ((rc = path_join(path, sizeof path, stepdir, file_names[1])) < 0 ||
         (rc = baton_st_serialize(t, nt, ometa, 3, &buf, &len, path)) < 0 || (rc = baton__write_atomic(path, buf, len, BATON_FILE_DURABLE)) < 0)
@@ -612,7 +612,7 @@ int baton__ckpt_write_shard(const char *stepdir, int shard, baton_params *p, bat
                             char hex[65]) {
     size_t lo, hi;
     baton_optim_shard(o, &lo, &hi);
-    int kind = baton_optim_kind(o), nt = kind == BATON_OPTIM_ADAMW ? 2 : 1;
+    int kind = baton_optim_kind(o), nt = baton_optim_kind_slots(kind);
     baton_st_tensor t[2];
     for (int s = 0; s < nt; s++)
         t[s] = (baton_st_tensor){.name = slot_name(kind, s), .dtype = "F32", .ndim = 1, .shape = {(int64_t)(hi - lo)},
@@ -622,7 +622,7 @@ int baton__ckpt_write_shard(const char *stepdir, int shard, baton_params *p, bat
     snprintf(slab, sizeof slab, "%zu", baton_params_numel(p));
     snprintf(steps, sizeof steps, "%ld", baton_optim_steps(o));
     snprintf(name, sizeof name, "optim-%d.safetensors", shard);
-    const char *meta[] = {"producer", "baton train", "optimizer", kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd",
+    const char *meta[] = {"producer", "baton train", "optimizer", baton_optim_kind_name(kind),
                           "offset", off, "slab", slab, "steps", steps};
     void *buf = NULL;
     int rc = path_join(path, sizeof path, stepdir, name);
@@ -714,16 +714,16 @@ static int meta_size(const baton_st_file *f, const char *key, size_t *out) {
  * the same slab length, and ranges that tile the slab in order. of[] gets the parsed files. */
 static int check_shards(step_files *sf, baton_params *p, int kind, baton_st_file **of) {
     size_t numel = baton_params_numel(p), next = 0;
-    int ns = kind == BATON_OPTIM_ADAMW ? 2 : 1, rc;
+    int ns = baton_optim_kind_slots(kind), rc;
     for (int r = 0; r < sf->nshards; r++) {
         char what[4096 + 64];
         snprintf(what, sizeof what, "%s/optim-%d.safetensors", sf->dir, r);
         if ((rc = baton_st_parse(&of[r], sf->sbuf[r], sf->slen[r], what)) < 0) return rc;
         const char *okind = baton_st_meta(of[r], "optimizer");
         size_t off, slab;
-        if (!okind || strcmp(okind, kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd"))
+        if (!okind || strcmp(okind, baton_optim_kind_name(kind)))
             return baton__fail(BATON_EMISMATCH, "%s: optimizer '%s' differs from this run's %s", what, okind ? okind : "?",
-                               kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd");
+                               baton_optim_kind_name(kind));
         if (!meta_size(of[r], "offset", &off) || !meta_size(of[r], "slab", &slab))
             return baton__fail(BATON_EFORMAT, "%s: 'offset' and 'slab' metadata must be integers", what);
         if (slab != numel)
@@ -784,18 +784,18 @@ static int load_verified(step_files *sf, baton_params *p, baton_optim *o, const 
         if ((rc = check_shards(sf, p, kind, shf)) < 0) goto out;
     } else {
         if ((rc = baton_st_parse(&of, sf->buf[1], sf->len[1], what[1])) < 0 ||
-            (rc = check_tensors(of, p, suffix, kind == BATON_OPTIM_ADAMW ? 2 : 1, what[1])) < 0)
+            (rc = check_tensors(of, p, suffix, baton_optim_kind_slots(kind), what[1])) < 0)
             goto out;
         const char *okind = baton_st_meta(of, "optimizer");
-        if (!okind || strcmp(okind, kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd")) {
+        if (!okind || strcmp(okind, baton_optim_kind_name(kind))) {
             rc = baton__fail(BATON_EMISMATCH, "%s: optimizer '%s' differs from this run's %s", what[1], okind ? okind : "?",
-                             kind == BATON_OPTIM_ADAMW ? "adamw" : "sgd");
+                             baton_optim_kind_name(kind));
             goto out;
         }
     }
     copy_tensors(mf, p, "", baton_params_data(p));
     /* Only the optimizer's own shard [lo, hi) is kept (all of it without ZeRO), whatever wrote the state. */
-    for (int s = 0; s < (kind == BATON_OPTIM_ADAMW ? 2 : 1); s++) {
+    for (int s = 0; s < (baton_optim_kind_slots(kind)); s++) {
         float *state = baton_optim_state(o, s);
         memset(state, 0, (hi - lo) * sizeof(float));   /* alignment padding stays zero */
         for (int r = 0; r < sf->nshards; r++) {

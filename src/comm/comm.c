@@ -539,6 +539,13 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     if ((rc = bind_mode(&bind)) < 0) goto fail;
     c->rank = c->id.rank;
     c->world = c->id.world;
+    if (c->id.local_world > BATON_SHM_MAX_LOCAL && c->opt.transport != BATON_TRANSPORT_TCP &&
+        c->opt.transport != BATON_TRANSPORT_MPI) { /* before joining (MPI: setup_shm refuses if it needs shm) */
+        rc = baton__fail(BATON_EINVAL, "%d local ranks on one node is over the limit of %d over shared memory "
+                         "(BATON_SHM_MAX_LOCAL): run fewer ranks per node or --transport tcp",
+                         c->id.local_world, BATON_SHM_MAX_LOCAL);
+        goto fail;
+    }
     baton__log_set_rank(c->rank);
     int use_mpi = c->opt.transport == BATON_TRANSPORT_MPI;
     if (use_mpi) rc = baton__comm_mpi_bootstrap(c, &plan, join_wait_s(c));
@@ -553,8 +560,13 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         return BATON_OK;
     }
     uint64_t deadline = baton__deadline_after(join_wait_s(c));
+    /* where init's time goes, for the `joined` line: store, rendezvous, shm, tcp, barrier, cma+watchdog */
+    uint64_t t[7];
+    t[0] = baton__now_ns();
     if ((rc = connect_store(c, &plan)) < 0) goto fail;
+    t[1] = baton__now_ns();
     if ((rc = exchange(c, deadline)) < 0) goto fail;
+    t[2] = baton__now_ns();
     baton__backoff_set_load(c->local_size, cpus_available()); /* before bind_cpus narrows the affinity */
     if ((rc = bind_cpus(c)) < 0) goto fail;
     if (c->opt.transport == BATON_TRANSPORT_SHM && c->nnodes > 1) {
@@ -568,20 +580,28 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     int flat_net = c->opt.transport == BATON_TRANSPORT_TCP || (use_mpi && c->nnodes == 1);
     c->transport = use_mpi ? BATON_TRANSPORT_MPI : use_tcp ? BATON_TRANSPORT_TCP : BATON_TRANSPORT_SHM;
     if (c->local_size > 1 && !flat_net && (rc = setup_shm(c, deadline)) < 0) goto fail;
+    t[3] = baton__now_ns();
     if (c->shm) { /* publish what peers read to test cross-memory attach after the barrier below */
         c->cma_probe = 0xba7090000000ull + (uint64_t)c->rank;
         atomic_store(&baton__shm_rank_block(c->shm, c->local_rank)->cma_send, (uint64_t)(uintptr_t)&c->cma_probe);
     }
     if (use_tcp && (rc = baton__comm_setup_tcp(c, deadline)) < 0) goto fail;
+    t[4] = baton__now_ns();
     if (use_mpi && (rc = baton__comm_setup_mpi(c)) < 0) goto fail;
     if ((rc = baton__autotune_init(c, deadline)) < 0) goto fail;
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
+    t[5] = baton__now_ns();
     if (plan.host_it && plan.file[0]) unlink(plan.file); /* everyone joined: the hand-off is done */
     if (c->shm && (rc = baton__shm_cma_probe(c)) < 0) goto fail;
     if ((rc = baton__watchdog_start(c)) < 0) goto fail;
-    BATON_INFO("joined: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, job %s", c->rank, c->world,
-               c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport), c->job_id);
+    t[6] = baton__now_ns();
+#define MS(a, b) ((double)(t[b] - t[a]) / 1e6)
+    BATON_INFO("joined: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, job %s; init %.1f ms (store "
+               "%.1f, rendezvous %.1f, shm %.1f, tcp %.1f, barrier %.1f, cma %.1f)",
+               c->rank, c->world, c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport),
+               c->job_id, MS(0, 6), MS(0, 1), MS(1, 2), MS(2, 3), MS(3, 4), MS(4, 5), MS(5, 6));
+#undef MS
     *out = c;
     return BATON_OK;
 fail:

@@ -40,7 +40,9 @@ void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi) {
 }
 
 int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt) {
-    return baton_optim_set_shard(opt, d->shard_lo, d->shard_hi);
+    int rc = baton_optim_set_shard(opt, d->shard_lo, d->shard_hi);
+    if (rc < 0) return rc;
+    return baton_optim_state(opt, 0) ? BATON_OK : BATON_ENOMEM;   /* allocated now: fail here, not mid-run */
 }
 
 /* Every rank's updated shard to everyone. Equal shards: one in-place all-gather of the slab. Otherwise rounds
@@ -109,7 +111,7 @@ int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, flo
 void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out) {
     size_t n = baton_params_numel(d->params), lo = 0, hi = n;
     if (opt) baton_optim_shard(opt, &lo, &hi);
-    int slots = opt ? (baton_optim_kind(opt) == BATON_OPTIM_ADAMW ? 2 : 1) : 0;
+    int slots = opt ? baton_optim_kind_slots(baton_optim_kind(opt)) : 0;
     out->param_bytes = (uint64_t)n * sizeof(float);
     out->grad_bytes = (uint64_t)n * sizeof(float);
     out->grad_reduced_bytes = (uint64_t)(d->cfg.zero == 2 ? d->shard_hi - d->shard_lo : n) * sizeof(float);

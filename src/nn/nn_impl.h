@@ -112,6 +112,10 @@ void baton__bias_act_rows(float *y, const float *b, int m, int n, int relu);
 void baton__relu_mask(float *g, const float *y, size_t n);
 void baton__colsum(float *db, const float *g, int m, int n, float beta);
 void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd);
+/* The large-batch optimizers on one parameter view (src/nn/optim_large.c); adapt = 0: no decay, ratio 1. */
+void baton__lars(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, float eta, int adapt);
+void baton__lamb(float *w, const float *g, float *m, float *v, size_t n, float lr, float wd, float b1, float b2,
+                 float eps, float c1, float c2, int adapt);
 double baton__sumsq(const float *g, size_t n);
 void baton__scale(float *x, size_t n, float k);
 void baton__relu_fwd(float *y, const float *x, size_t n);

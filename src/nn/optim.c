@@ -19,8 +19,9 @@ struct baton_optim {
 static int alloc_state(baton_optim *o, size_t n) {
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     if (!bytes) bytes = 64;
-    float *m = aligned_alloc(64, bytes), *v = o->cfg.kind == BATON_OPTIM_ADAMW ? aligned_alloc(64, bytes) : NULL;
-    if (!m || (o->cfg.kind == BATON_OPTIM_ADAMW && !v)) {
+    int two = baton_optim_kind_slots(o->cfg.kind) == 2;
+    float *m = aligned_alloc(64, bytes), *v = two ? aligned_alloc(64, bytes) : NULL;
+    if (!m || (two && !v)) {
         free(m);
         free(v);
         return baton__fail(BATON_ENOMEM, "optimizer: out of memory for %zu floats of state", n);
@@ -36,10 +37,12 @@ static int alloc_state(baton_optim *o, size_t n) {
 
 int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config *cfg) {
     *out = NULL;
-    if (cfg->kind != BATON_OPTIM_SGD && cfg->kind != BATON_OPTIM_ADAMW)
+    if (cfg->kind < BATON_OPTIM_SGD || cfg->kind > BATON_OPTIM_LAMB)
         return baton__fail(BATON_EINVAL, "optimizer: unknown kind %d", cfg->kind);
+    int two = baton_optim_kind_slots(cfg->kind) == 2;
     if (!(cfg->momentum >= 0.0f && cfg->momentum < 1.0f) || !(cfg->weight_decay >= 0.0f) ||
-        (cfg->kind == BATON_OPTIM_ADAMW &&
+        !(cfg->trust_coef >= 0.0f) ||
+        (two &&
          !(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f && cfg->beta2 >= 0.0f && cfg->beta2 < 1.0f && cfg->eps > 0.0f)))
         return baton__fail(BATON_EINVAL, "optimizer: hyperparameter out of range (momentum/betas in [0,1), "
                                          "weight decay >= 0, eps > 0)");
@@ -47,11 +50,8 @@ int baton_optim_new(baton_optim **out, baton_params *p, const baton_optim_config
     if (!o) return baton__fail(BATON_ENOMEM, "optimizer: out of memory");
     o->cfg = *cfg;
     o->p = p;
-    o->hi = baton_params_numel(p);
-    if (alloc_state(o, o->hi) < 0) {
-        baton_optim_free(o);
-        return BATON_ENOMEM;
-    }
+    o->hi = baton_params_numel(p);   /* the state is allocated on first use, so that a ZeRO rank that narrows
+                                      * the optimizer to its shard first never touches the whole slab's */
     *out = o;
     return BATON_OK;
 }
@@ -68,8 +68,9 @@ int baton_optim_set_shard(baton_optim *o, size_t lo, size_t hi) {
         return baton__fail(BATON_EINVAL, "optimizer: shard [%zu, %zu) is not inside the %zu-element slab", lo, hi,
                            baton_params_numel(o->p));
     if (lo == o->lo && hi == o->hi) return BATON_OK;
-    int rc = alloc_state(o, hi - lo);
-    if (rc < 0) return rc;
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;   /* allocated (zeroed) on first use */
     o->lo = lo;
     o->hi = hi;
     return BATON_OK;
@@ -80,10 +81,20 @@ void baton_optim_shard(const baton_optim *o, size_t *lo, size_t *hi) {
     *hi = o->hi;
 }
 
-float *baton_optim_state(baton_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
+static int ensure_state(baton_optim *o) { return o->m ? BATON_OK : alloc_state(o, o->hi - o->lo); }
+
+float *baton_optim_state(baton_optim *o, int slot) {
+    if (ensure_state(o) < 0) return NULL;
+    return slot == 0 ? o->m : slot == 1 ? o->v : NULL;
+}
 long baton_optim_steps(const baton_optim *o) { return o->steps; }
 void baton_optim_set_steps(baton_optim *o, long steps) { o->steps = steps; }
 int baton_optim_kind(const baton_optim *o) { return o->cfg.kind; }
+const char *baton_optim_kind_name(int kind) {
+    static const char *const names[] = {"sgd", "adamw", "lars", "lamb"};
+    return kind >= 0 && kind <= BATON_OPTIM_LAMB ? names[kind] : "?";
+}
+int baton_optim_kind_slots(int kind) { return kind == BATON_OPTIM_ADAMW || kind == BATON_OPTIM_LAMB ? 2 : 1; }
 
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
@@ -100,6 +111,7 @@ void baton_optim_step(baton_optim *o, float lr) {
     baton_params *p = o->p;
     float *w = baton_params_data(p), *g = baton_params_grad(p);
     const baton_optim_config *c = &o->cfg;
+    if (ensure_state(o) < 0) BATON_ASSERT(!"optimizer: out of memory for the state");
     o->steps++;
     float c1 = 1.0f / (1.0f - powf(c->beta1, (float)o->steps)), c2 = 1.0f / (1.0f - powf(c->beta2, (float)o->steps));
     /* One loop per view (decay differs per view); views are contiguous in the slab. */
@@ -112,6 +124,11 @@ void baton_optim_step(baton_optim *o, float lr) {
         size_t n = end - off, s = off - o->lo;
         float wd = v->decay ? c->weight_decay : 0.0f;
         if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + s, n, lr, c->momentum, wd);
+        else if (c->kind == BATON_OPTIM_LARS)   /* the trust ratio needs whole views: not under ZeRO (refused) */
+            baton__lars(w + off, g + off, o->m + s, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
+                        v->decay);
+        else if (c->kind == BATON_OPTIM_LAMB)
+            baton__lamb(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
         else adamw(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }

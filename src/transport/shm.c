@@ -30,6 +30,8 @@ typedef struct {
     uint64_t total_bytes;
     _Atomic uint32_t attached;     /* ranks that mapped the segment */
     _Atomic uint32_t aborted;      /* 0 running; 1 an abort is being written; 2 aborted, reason valid */
+    _Atomic uint32_t agree_count;  /* baton__shm_agree_once: ranks that voted, and those that voted no */
+    _Atomic uint32_t agree_no;
     char reason[ABORT_REASON_BYTES];
 } shm_header;
 
@@ -200,6 +202,21 @@ fail:
     return rc;
 }
 
+int baton__shm_agree_once(baton_shm *s, int yes, uint64_t deadline, int *all) {
+    if (!yes) atomic_fetch_add_explicit(&s->hdr->agree_no, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->hdr->agree_count, 1, memory_order_acq_rel);
+    baton_backoff b;
+    baton__backoff_init(&b);
+    while (atomic_load_explicit(&s->hdr->agree_count, memory_order_acquire) < (uint32_t)s->local_size) {
+        if (baton__now_ns() > deadline)
+            return baton__fail(BATON_ETIMEDOUT, "shared memory: only %u of %d local ranks voted in time",
+                               atomic_load(&s->hdr->agree_count), s->local_size);
+        baton__backoff(&b);
+    }
+    *all = atomic_load_explicit(&s->hdr->agree_no, memory_order_relaxed) == 0;
+    return BATON_OK;
+}
+
 void baton__shm_close(baton_shm *s) {
     if (!s) return;
     if (s->base) munmap(s->base, s->bytes);
@@ -290,7 +307,12 @@ static int peer_alive(baton_shm *s, int r) {
 typedef struct {
     baton_backoff b;
     uint64_t next_liveness;
+    int cursor;             /* where the next liveness check starts */
 } waiter;
+
+/* Ranks checked per liveness tick: all of them each tick made 512 waiters send 512 x 512 signals every 20 ms;
+ * a rotating window finds a dead rank among 512 within 64 ticks. */
+enum { LIVENESS_PER_TICK = 8 };
 
 static uint64_t word_at(const void *base, size_t stride, int r) {
     return atomic_load_explicit((_Atomic uint64_t *)((uint8_t *)base + (size_t)r * stride), memory_order_acquire);
@@ -305,8 +327,13 @@ static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride,
     uint64_t now = baton__now_ns();
     if (now >= w->next_liveness) {
         w->next_liveness = now + LIVENESS_NS;
-        for (int r = r0; r < r1; r++) {
+        int n = r1 - r0, checked = 0;
+        if (w->cursor < r0 || w->cursor >= r1) w->cursor = r0;
+        for (int i = 0; i < n && checked < LIVENESS_PER_TICK; i++) {
+            int r = w->cursor;
+            w->cursor = w->cursor + 1 < r1 ? w->cursor + 1 : r0;
             if (word_at(base, stride, r) >= v) continue;
+            checked++;
             if ((rc = check_waited(s, r)) < 0) return rc;
             if (peer_alive(s, r)) continue;
             /* It may have posted and exited since its word was read: only a word still short is a death. */

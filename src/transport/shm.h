@@ -92,6 +92,9 @@ typedef struct baton_shm baton_shm;
 int baton__shm_open(const char *name, int local_rank, int local_size, const int *global_ranks,
                     uint64_t deadline_ns, baton_shm **out);
 void baton__shm_close(baton_shm *shm);   /* NULL is a no-op */
+/* One vote of every local rank, once per segment: *all = 1 when every rank passed yes. Waits (bounded by
+ * deadline) until all local_size ranks voted. No store round trips: the node agrees through its segment. */
+int baton__shm_agree_once(baton_shm *shm, int yes, uint64_t deadline_ns, int *all);
 
 /* Region pointers. A small slot starts with a baton_shm_small_hdr (flag and descriptor); the data
  * follows at BATON_SHM_SMALL_DATA, so a message of up to 40 bytes travels in the cache line of its flag. */

@@ -15,8 +15,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/baton-cli-XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM HUP
 export TMPDIR="$T" BATON_FLIGHT_DIR="$T"
 
-# run CMD...: output (stdout+stderr) in $out, exit status in $rc; 20 s at most
-run() { out=$(timeout -k 2 20 "$@" 2>&1 </dev/null); rc=$?; }
+# run CMD...: output (stdout+stderr) in $out, exit status in $rc; 60 s at most
+run() { out=$(timeout -k 2 60 "$@" 2>&1 </dev/null); rc=$?; }
 
 options() {   # the --options a help text lists, once each
     "$@" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9_-]*' | sort -u | grep -vx -- '--help'

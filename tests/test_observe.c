@@ -1,0 +1,267 @@
+/* test_observe.c: what `baton train` measures and concludes (issue 12; docs/observe.md): the per-step metrics
+ * file (JSON lines and CSV, every step of every rank, every evaluation), the straggler named when one rank is
+ * made 50 % slower and none named otherwise, a slow input pipeline blamed on the input, the prefetching
+ * loader training byte-identical weights to the synchronous one on 1 and 2 ranks, and bad --metrics values.
+ * Every run is small (synthetic data, one thread per rank) under a hard timeout. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+#define SMALL "--data synthetic --train-samples 1024 --hidden 32 --batch 32 --threads 1"
+/* Big enough that a step's compute (a few ms) dwarfs timer and wake-up noise. */
+#define MEDIUM "--data synthetic --train-samples 6144 --hidden 512,512 --batch 64 --threads 1 --eval-batch 2000"
+
+/* Runs `[env] baton [run -n N --] baton train ARGS`; stdout (the --json line) and stderr go to *out. */
+static int train(int ranks, const char *env, const char *args, char **out) {
+    char cmd[4096];
+    if (ranks > 1)
+        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s run -n %d -- %s train %s 2>&1",
+                 th_tmpdir(), env, th_baton(), ranks, th_baton(), args);
+    else
+        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s train %s 2>&1", th_tmpdir(),
+                 env, th_baton(), args);
+    return th_run(cmd, 150, out, NULL);
+}
+
+/* The --json line of an output (the line starting with {"model"). */
+static cJSON *json_line(const char *out) {
+    const char *p = strstr(out, "{\"model\"");
+    if (!p) th_fail(__FILE__, __LINE__, "no --json line in: %s", out);
+    const char *e = strchr(p, '\n');
+    char *line = strndup(p, e ? (size_t)(e - p) : strlen(p));
+    cJSON *j = cJSON_Parse(line);
+    free(line);
+    if (!j) th_fail(__FILE__, __LINE__, "bad --json line in: %s", out);
+    return j;
+}
+
+static double num(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsNumber(v)) th_fail(__FILE__, __LINE__, "no number %s", key);
+    return v->valuedouble;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ASSERT_EQ_INT(fread(buf, 1, (size_t)n, f), n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static const char *tmp_path(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", th_tmpdir(), name);
+    return p;
+}
+
+/* Checks a JSON-lines metrics file of `world` ranks and `steps` steps: the run line, one step line per step
+ * and rank with every field, phases that add up to no more than the step, the evaluations, the diagnosis. */
+static cJSON *check_jsonl(const char *path, int world, long steps, long evals) {
+    char *text = slurp(path);
+    long n_step = 0, n_eval = 0, n_run = 0;
+    cJSON *diag = NULL;
+    long seen[4][256] = {{0}};
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) th_fail(__FILE__, __LINE__, "not JSON: %s", line);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "type"));
+        ASSERT_TRUE(type != NULL);
+        if (!strcmp(type, "run")) {
+            n_run++;
+            ASSERT_EQ_INT(num(j, "world_size"), world);
+            ASSERT_EQ_INT(num(j, "steps"), steps);
+            ASSERT_TRUE(num(j, "metrics_ms_per_step") >= 0.0);
+        } else if (!strcmp(type, "step")) {
+            long s = (long)num(j, "step"), r = (long)num(j, "rank");
+            ASSERT_TRUE(s >= 0 && s < steps && s < 256 && r >= 0 && r < world);
+            seen[r][s]++;
+            double sum = num(j, "data_ms") + num(j, "forward_ms") + num(j, "backward_ms") + num(j, "comm_exposed_ms") +
+                         num(j, "optim_ms");
+            ASSERT_TRUE(num(j, "forward_ms") > 0 && num(j, "backward_ms") > 0);
+            ASSERT_TRUE(sum <= num(j, "step_ms") + 1e-3);
+            ASSERT_TRUE(sum >= 0.9 * num(j, "step_ms"));   /* the phases are the step */
+            ASSERT_TRUE(num(j, "loss") > 0 && num(j, "lr") > 0 && num(j, "t_ms") >= 0);
+            ASSERT_EQ_INT(num(j, "bytes") > 0, world > 1);
+            ASSERT_TRUE(num(j, "comm_ms") >= 0);
+            n_step++;
+        } else if (!strcmp(type, "eval")) {
+            ASSERT_TRUE(num(j, "test_accuracy") >= 0 && num(j, "test_accuracy") <= 1);
+            n_eval++;
+        } else if (!strcmp(type, "diagnosis")) {
+            diag = cJSON_Duplicate(j, 1);
+        }
+        cJSON_Delete(j);
+    }
+    ASSERT_EQ_INT(n_run, 1);
+    ASSERT_EQ_INT(n_step, world * steps);
+    for (int r = 0; r < world; r++)
+        for (long s = 0; s < steps; s++) ASSERT_EQ_INT(seen[r][s], 1);
+    ASSERT_EQ_INT(n_eval, evals);
+    ASSERT_TRUE(diag != NULL);
+    free(text);
+    return diag;
+}
+
+/* One rank 50 % slower (the debug knob sleeps half of each step's compute on rank 1): named, in the
+ * summary, the --json line and the metrics file. The file holds every step of both ranks. */
+TEST_T(straggler_named_when_one_rank_is_half_as_fast_again, 150) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, MEDIUM " --steps 40 --json --metrics %s", tmp_path("m.jsonl"));
+    int rc = train(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=50", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    if (num(j, "straggler_rank") != 1) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(num(j, "straggler_rank"), 1);
+    ASSERT_TRUE(num(j, "straggler_ratio") >= 1.35);
+    ASSERT_CONTAINS(out, "straggler: rank 1 is ");
+    ASSERT_CONTAINS(out, "the others spend");
+    ASSERT_CONTAINS(out, "baton report");
+    cJSON *d = check_jsonl(tmp_path("m.jsonl"), 2, 40, 1);
+    ASSERT_EQ_INT(num(d, "straggler_rank"), 1);
+    cJSON_Delete(d);
+    cJSON_Delete(j);
+    free(out);
+}
+
+/* The same run without the knob names no straggler; --metrics FILE.csv writes CSV. */
+TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, MEDIUM " --steps 40 --json --metrics %s", tmp_path("m.csv"));
+    int rc = train(2, "", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    if (num(j, "straggler_rank") != -1) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(num(j, "straggler_rank"), -1);
+    ASSERT_TRUE(strstr(out, "straggler: rank") == NULL);
+    ASSERT_CONTAINS(out, "no straggler");
+    char *csv = slurp(tmp_path("m.csv"));
+    ASSERT_TRUE(!strncmp(csv, "type,step,rank,t_ms,step_ms,data_ms,forward_ms,backward_ms,comm_exposed_ms,optim_ms,"
+                              "comm_ms,bytes,loss,lr,epoch,test_accuracy,test_loss\n", 130));
+    long steps = 0, evals = 0;
+    for (char *p = csv; (p = strchr(p, '\n')); p++) {
+        if (!strncmp(p + 1, "step,", 5)) steps++;
+        if (!strncmp(p + 1, "eval,", 5)) evals++;
+    }
+    ASSERT_EQ_INT(steps, 80);
+    ASSERT_EQ_INT(evals, 1);
+    free(csv);
+    cJSON_Delete(j);
+    free(out);
+}
+
+/* A loader slower than the step (the knob sleeps 15 ms per batch on the loader thread): the diagnosis names
+ * the input pipeline; with no --metrics the file goes into the --checkpoint directory and the run says so. */
+TEST_T(slow_loader_blamed_on_the_input_pipeline, 120) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, SMALL " --steps 20 --json --checkpoint %s", tmp_path("ck"));
+    int rc = train(1, "BATON_TEST_SLOW_DATA_MS=15", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    ASSERT_TRUE(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "input_bound")));
+    ASSERT_TRUE(num(j, "data_wait_pct") >= 50.0);
+    ASSERT_CONTAINS(out, "input pipeline: the ranks wait");
+    ASSERT_CONTAINS(out, tmp_path("ck/metrics.jsonl"));
+    cJSON *d = check_jsonl(tmp_path("ck/metrics.jsonl"), 1, 20, 1);
+    ASSERT_TRUE(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "input_bound")));
+    cJSON_Delete(d);
+    cJSON_Delete(j);
+    free(out);
+    /* the same loader speed without the knob: not blamed */
+    snprintf(args, sizeof args, SMALL " --steps 20 --json --metrics none");
+    ASSERT_EQ_INT(train(1, "", args, &out), 0);
+    j = json_line(out);
+    ASSERT_TRUE(cJSON_GetObjectItemCaseSensitive(j, "input_bound") == NULL);   /* --metrics none: no diagnosis */
+    ASSERT_TRUE(strstr(out, "metrics in") == NULL);
+    cJSON_Delete(j);
+    free(out);
+}
+
+static void save_run(int ranks, const char *extra, const char *file) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, SMALL " --steps 40 --dropout 0.2 --metrics none --save %s %s", tmp_path(file), extra);
+    int rc = train(ranks, "", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    free(out);
+}
+
+/* The prefetch thread feeds the same batches: the weights after 40 steps are byte-identical to those of the
+ * synchronous loader (--no-prefetch), on 1 and on 2 ranks (epochs of 32 and 16 steps: both cross an epoch). */
+TEST_T(prefetch_trains_byte_identical_weights, 150) {
+    for (int ranks = 1; ranks <= 2; ranks++) {
+        save_run(ranks, "", "a.safetensors");
+        save_run(ranks, "--no-prefetch", "b.safetensors");
+        char *a = slurp(tmp_path("a.safetensors")), *b = slurp(tmp_path("b.safetensors"));
+        struct stat sa, sb;
+        ASSERT_EQ_INT(stat(tmp_path("a.safetensors"), &sa), 0);
+        ASSERT_EQ_INT(stat(tmp_path("b.safetensors"), &sb), 0);
+        ASSERT_EQ_INT(sa.st_size, sb.st_size);
+        ASSERT_TRUE(memcmp(a, b, (size_t)sa.st_size) == 0);
+        free(a);
+        free(b);
+        remove(tmp_path("a.safetensors"));
+        remove(tmp_path("b.safetensors"));
+    }
+}
+
+/* Bad values: one line naming the flag, exit 2, before any step. */
+TEST_T(bad_metrics_values_are_refused, 60) {
+    const char *cases[][2] = {{"--metrics out.txt", "ending in .jsonl or .csv"},
+                              {"--metrics /nonexistent/dir/m.jsonl", "/nonexistent/dir"},
+                              {"--metrics", "needs a value"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512], *out = NULL;
+        snprintf(args, sizeof args, SMALL " --steps 4 %s", cases[i][0]);
+        int rc = train(1, "", args, &out);
+        if (rc != 2) fprintf(stderr, "%s\n", out);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_CONTAINS(out, "--metrics");
+        ASSERT_CONTAINS(out, cases[i][1]);
+        ASSERT_TRUE(strchr(out, '\n') == strrchr(out, '\n'));
+        free(out);
+    }
+    char *out = NULL;
+    ASSERT_NE_INT(train(1, "BATON_TEST_SLOW_DATA_MS=abc", SMALL " --steps 4", &out), 0);
+    ASSERT_CONTAINS(out, "BATON_TEST_SLOW_DATA_MS");
+    free(out);
+}
+
+/* --bucket-mb auto tries each cap of its ladder (here 0.25 MiB and the whole 0.776 MiB gradient), keeps one of
+ * them, and says so in the summary, the --json line and the metrics file's run record. */
+TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, "--data synthetic --train-samples 2048 --hidden 256 --batch 32 --threads 1 --steps 40 "
+             "--bucket-mb auto --json --metrics %s", tmp_path("b.jsonl"));
+    int rc = train(2, "", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    double mb = num(j, "bucket_mb");
+    ASSERT_TRUE(mb == 0.25 || (mb > 0.76 && mb < 0.78));
+    const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "bucket_auto"));
+    ASSERT_TRUE(note != NULL);
+    ASSERT_CONTAINS(note, "tried 0.25 MiB (");
+    ASSERT_CONTAINS(note, ", 0.776 MiB (");
+    ASSERT_CONTAINS(note, "; kept ");
+    ASSERT_CONTAINS(out, "baton train: --bucket-mb auto: tried");
+    char *m = slurp(tmp_path("b.jsonl"));
+    ASSERT_CONTAINS(m, "\"bucket\":\"auto: tried 0.25 MiB");
+    free(m);
+    cJSON_Delete(j);
+    free(out);
+}

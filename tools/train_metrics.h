@@ -1,0 +1,130 @@
+/* train_metrics.h: what `baton train` measures on every step (docs/observe.md), the diagnosis it draws from
+ * that (a straggler, a starved input pipeline), and the prefetching input pipeline.
+ *
+ *   train_metrics m;
+ *   train_metrics_open(&m, o.metrics, o.checkpoint, rank);      // resolves the path (rank 0), or off
+ *   per step:  double f[TM_NF] = {...}; train_metrics_step(&m, step, epoch, f);
+ *   per eval:  train_metrics_eval(&m, step, epoch, acc, loss);
+ *   end:       train_metrics_finish(&m, comm, world, &info);   // gathers to rank 0, diagnoses, writes
+ *   train_metrics_free(&m);
+ *
+ * Records stay in memory on each rank during the run (nothing is written inside the loop); at the end they
+ * are all-gathered, rank 0 writes the file (JSON lines or CSV) atomically and prints the diagnosis. */
+#ifndef BATON_TOOLS_TRAIN_METRICS_H
+#define BATON_TOOLS_TRAIN_METRICS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "baton/comm.h"
+#include "baton/data.h"
+
+/* The per-step fields, in milliseconds unless named otherwise. compute = forward + backward + optim. */
+enum {
+    TM_T0,          /* step start, ms since the job's origin (rank 0's first step start, same clock) */
+    TM_STEP,        /* whole step: data + forward + backward + exposed comm + optimizer */
+    TM_DATA,        /* blocked waiting for the batch */
+    TM_FWD,
+    TM_BWD,
+    TM_EXPOSED,     /* waiting for the gradient all-reduce after backward (baton_ddp_finish) */
+    TM_OPT,         /* clip + optimizer step */
+    TM_COMM,        /* all-reduce time, overlapped or not */
+    TM_BYTES,       /* bytes this rank handed to the all-reduce */
+    TM_LOSS,
+    TM_LR,
+    TM_EPOCH,
+    TM_NF
+};
+
+typedef struct {
+    long step, epoch;
+    double acc, loss;
+} tm_eval;
+
+typedef struct {
+    int on, csv;
+    int rank;
+    char path[4096];     /* rank 0: the file to write */
+    char dir[4096];      /* rank 0: the directory it is in (for the `baton report` hint) */
+    long first_step, n, cap;
+    double *rec;         /* n x TM_NF, this rank's steps */
+    tm_eval *evals;
+    long n_evals, cap_evals;
+    uint64_t self_ns;    /* time spent recording (the measured overhead) */
+    uint64_t origin_ns;
+} train_metrics;
+
+/* The straggler and input diagnosis of a run (rank 0, after train_metrics_finish). */
+typedef struct {
+    int straggler;       /* rank named as the straggler, -1 if none */
+    double ratio;        /* its median compute time / the other ranks' median */
+    double others_wait_pct; /* % of the others' step spent waiting in the all-reduce */
+    double data_pct;     /* median % of a step spent blocked on data (median over ranks) */
+    int input_bound;     /* 1: the input pipeline is named */
+    double compute_pct, exposed_pct;
+    double step_ms;      /* median step time over all ranks and steps */
+    char text[512];      /* the sentence(s) the summary prints */
+} tm_diagnosis;
+
+/* Run-level facts written into the file's first line. */
+typedef struct {
+    const char *model, *data, *optim;
+    long world, batch, accum, steps_per_epoch, params;
+    const char *bucket_note;   /* --bucket-mb auto: what it chose and why (NULL: fixed) */
+} tm_info;
+
+/* value: --metrics as given (NULL: the default, on), ckpt_dir: --checkpoint (NULL: none). The default goes
+ * into ckpt_dir/metrics.jsonl, else into a new run directory under baton's private per-user directory.
+ * Returns 0 or an exit code (2: bad value) after printing one line. */
+int train_metrics_open(train_metrics *m, const char *value, const char *ckpt_dir, int rank);
+/* Checks a --metrics value without side effects: NULL when fine, else why not. */
+const char *train_metrics_check_value(const char *value);
+void train_metrics_step(train_metrics *m, long step, const double f[TM_NF]);
+void train_metrics_eval(train_metrics *m, long step, long epoch, double acc, double loss);
+/* Collective (every rank calls it, comm may be NULL). Rank 0 fills *d and writes the file. Returns 0 or -1
+ * (message printed). */
+int train_metrics_finish(train_metrics *m, baton_comm *comm, int world, const tm_info *info, tm_diagnosis *d);
+void train_metrics_free(train_metrics *m);
+/* Milliseconds per recorded step spent in the recorder itself. */
+double train_metrics_ms_per_step(const train_metrics *m);
+
+/* A growing text buffer (oom set when an append failed). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} tm_sbuf;
+void tm_put(tm_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double tm_median(double *v, long n);   /* sorts v */
+#define TM_WARMUP_STEPS 2              /* steps left out of the medians (first touches, thread start) */
+
+/* The diagnosis from every rank's records (rec: world blocks of n x TM_NF). Exposed for the report. */
+void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d);
+
+/* ---- the prefetching input pipeline (tools/train_prefetch.c) ----------------------------------------- */
+/* One batch ahead on a thread: train_prefetch_request copies the batch's indices and returns at once; the
+ * thread gathers the samples; train_prefetch_take waits for them and swaps the filled buffers with the
+ * caller's (so no copy). The batches are the ones a synchronous gather would produce, byte for byte.
+ * Test knob: BATON_TEST_SLOW_DATA_MS=M sleeps M ms on the loader thread per batch (a slow input pipeline). */
+typedef struct {
+    const baton_dataset *ds;
+    int b;
+    int32_t *idx;              /* (b) indices of the requested batch */
+    float *x;                  /* (b, dim) the batch being filled */
+    int32_t *y;
+    int pending, ready, stop;
+    long slow_ms;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, threaded;
+} train_prefetch;
+
+/* threaded = 0 (--no-prefetch): no thread, take gathers synchronously. -1: message printed. */
+int train_prefetch_start(train_prefetch *p, const baton_dataset *ds, int b, int threaded);
+void train_prefetch_request(train_prefetch *p, const int32_t *idx);
+/* Waits for the requested batch and swaps it into (*x, *y). */
+void train_prefetch_take(train_prefetch *p, float **x, int32_t **y);
+void train_prefetch_stop(train_prefetch *p);
+
+#endif
