@@ -73,7 +73,7 @@ done
 echo "# load after $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-20s %10s %9s %14s %12s %14s\n' config samples/s step_ms allreduce_ms exposed_ms bytes/step
 for c in $configs; do
-    awk -v c="$c" 'function med(a, n,   i, j, x) {
+    awk -v c="$c" 'BEGIN { n = 0 } function med(a, n,   i, j, x) {
             for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
             return n % 2 ? a[(n - 1) / 2] : (a[n / 2 - 1] + a[n / 2]) / 2 }
         $1 == c { s[n] = $2; t[n] = $3; m[n] = $4; e[n] = $5; b = $6; n++ }
