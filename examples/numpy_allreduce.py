@@ -36,7 +36,10 @@ handle.wait()
 
 ok = (abs(pi[0] - np.pi) < 0.05 and list(counts) == [10 * r for r in range(size)] and seed[0] == 12345
       and np.all(grad == size * (size + 1) / 2))
-print("rank %d of %d: pi ~ %.4f, counts %s, seed %d, fp16 sum %s: %s"
-      % (rank, size, pi[0], list(counts), seed[0], grad[0], "ok" if ok else "WRONG"), flush=True)
+# one write per line, so that the ranks' lines never interleave (print() writes the text and its newline
+# separately when Python runs unbuffered, e.g. under PYTHONUNBUFFERED=1)
+sys.stdout.write("rank %d of %d: pi ~ %.4f, counts %s, seed %d, fp16 sum %s: %s\n"
+                 % (rank, size, pi[0], list(counts), seed[0], grad[0], "ok" if ok else "WRONG"))
+sys.stdout.flush()
 baton.shutdown()
 sys.exit(0 if ok else 1)

@@ -10,6 +10,9 @@
 # Prints "N passed, N failed".
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
+# Each rank prints whole lines with flush=True: one write each when Python buffers, but two (the text, then
+# the newline) under PYTHONUNBUFFERED=1, where the ranks' lines can interleave.
+unset PYTHONUNBUFFERED
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
