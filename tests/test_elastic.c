@@ -20,7 +20,7 @@ TEST_T(elastic_node_lost_job_continues_on_the_rest, 400) {
         snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
                  "-- %s train %s --checkpoint %s > %s 2>&1", th_baton(), i, port, th_baton(), train, ck, out[i]);
     snprintf(cmd, sizeof cmd,
-             "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; "
+             "export OPENBLAS_NUM_THREADS=1 BATON_TEST_SLOW_DATA_MS=15 BATON_SECRET=%s; "
              "%s & P0=$!; %s & P1=$!; %s & P2=$!; "
              "i=0; while ! ls %s/step-*/COMMIT >/dev/null 2>&1 && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; "
              "kill -9 $P2; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; echo \"r0=$r0 r1=$r1\"",
@@ -85,7 +85,7 @@ TEST_T(elastic_node_joins_running_job, 400) {
         snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
                  "-- %s train %s --checkpoint %s > %s 2>&1", th_baton(), i, port, th_baton(), train, ck, out[i]);
     snprintf(cmd, sizeof cmd,
-             "export OPENBLAS_NUM_THREADS=1 BATON_SECRET=%s; %s & P0=$!; %s & P1=$!; "
+             "export OPENBLAS_NUM_THREADS=1 BATON_TEST_SLOW_DATA_MS=15 BATON_SECRET=%s; %s & P0=$!; %s & P1=$!; "
              "i=0; while ! ls %s/step-*/COMMIT >/dev/null 2>&1 && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; "
              "%s & P2=$!; wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; r2=$?; echo \"r0=$r0 r1=$r1 r2=$r2\"",
              "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], ck, node[2]);

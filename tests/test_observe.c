@@ -136,10 +136,12 @@ TEST_T(straggler_named_when_one_rank_is_half_as_fast_again, 150) {
     free(out);
 }
 
-/* The same run without the knob names no straggler; --metrics FILE.csv writes CSV. */
+/* The same run without the knob names no straggler; --metrics FILE.csv writes CSV. Without the comm and
+ * prefetch threads: with them, 2 ranks run 6 threads on this project's 2 cores, and which rank the scheduler
+ * favours made one rank's compute up to 1.5x the other's with no slowdown at all (seen on a quiet machine). */
 TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     char args[1024], *out = NULL;
-    snprintf(args, sizeof args, MEDIUM " --steps 40 --json --metrics %s", tmp_path("m.csv"));
+    snprintf(args, sizeof args, MEDIUM " --steps 40 --no-overlap --no-prefetch --json --metrics %s", tmp_path("m.csv"));
     int rc = train(2, "", args, &out);
     if (rc) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(rc, 0);
