@@ -11,6 +11,8 @@ SUITE=${SUITE:-unit}
 export BUILD
 passed=0
 failed=0
+tdir=
+trap 'rm -rf "$tdir"; exit 130' INT TERM HUP
 if [ -n "${RUN_ONLY:-}" ]; then
     list=$RUN_ONLY
 else
@@ -30,8 +32,12 @@ for entry in $list; do
     esac
     [ -x "$t" ] || { echo "FAIL $name: no such test binary"; failed=$((failed + 1)); continue; }
     echo "== $name${filter:+ ($filter)}"
-    out=$(timeout -k 5 3000 "$t" $filter 2>&1)
+    # Each binary or script gets a TMPDIR of its own, removed afterwards: what baton writes by default
+    # (flight-recorder dumps, metrics run directories) lands in its private directory under TMPDIR.
+    tdir=$(mktemp -d "${TMPDIR:-/tmp}/baton-run-XXXXXX") || { echo "FAIL $name: no temporary directory"; failed=$((failed + 1)); continue; }
+    out=$(TMPDIR=$tdir timeout -k 5 3000 "$t" $filter 2>&1)
     rc=$?
+    rm -rf "$tdir"
     printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -n "$line" ]; then
