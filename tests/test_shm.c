@@ -56,21 +56,42 @@ static pid_t start_peer(const char *name, int cmd[2], void (*finish)(baton_shm *
 
 static void post_and_go(baton_shm *shm) { baton__shm_post(shm, BATON_SHM_CTR_BIG, 1); }
 
-TEST(wait_does_not_blame_a_peer_that_posted_and_exited) {
+/* Local rank 0 here, local rank 1 a child that runs `finish` and exits when the hook fires. */
+typedef struct {
+    baton_shm *shm;
+    finish_ctx f;
+} pair;
+
+static void open_pair(void (*finish)(baton_shm *), pair *p) {
     char name[64];
     seg_name(name, sizeof name);
     int cmd[2];
     ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, post_and_go);
+    pid_t peer = start_peer(name, cmd, finish);
     static const int globals[2] = {0, 1};
-    baton_shm *shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
-    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
-    baton__shm_set_peer_check(shm, finish_peer_now, &f);
-    int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
+    p->shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &p->shm));
+    p->f = (finish_ctx){.cmd_fd = cmd[1], .peer = peer};
+    baton__shm_set_peer_check(p->shm, finish_peer_now, &p->f);
+}
+
+/* Receives `bytes` from local rank 1 over the shm transport. */
+static int recv_from_peer(pair *p, uint8_t *buf, size_t bytes) {
+    static const int g2l[2] = {0, 1};
+    baton_transport *t = NULL;
+    ASSERT_OK(baton__shm_transport_create(p->shm, 0, 2, g2l, &t));
+    int rc = baton__recv(t, 1, buf, bytes, baton__deadline_after(10));
+    t->ops->close(t);
+    return rc;
+}
+
+TEST(wait_does_not_blame_a_peer_that_posted_and_exited) {
+    pair p;
+    open_pair(post_and_go, &p);
+    int rc = baton__shm_wait_one(p.shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
     if (rc < 0) th_fail(__FILE__, __LINE__, "wait failed: %s", th_errdetail());
-    ASSERT_TRUE(f.fired);
-    baton__shm_close(shm);
+    ASSERT_TRUE(p.f.fired);
+    baton__shm_close(p.shm);
 }
 
 static void send_and_go(baton_shm *shm) {
@@ -83,46 +104,27 @@ static void send_and_go(baton_shm *shm) {
 }
 
 TEST(recv_does_not_blame_a_peer_that_sent_and_exited) {
-    char name[64];
-    seg_name(name, sizeof name);
-    int cmd[2];
-    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, send_and_go);
-    static const int globals[2] = {0, 1}, g2l[2] = {0, 1};
-    baton_shm *shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
-    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
-    baton__shm_set_peer_check(shm, finish_peer_now, &f);
-    baton_transport *t = NULL;
-    ASSERT_OK(baton__shm_transport_create(shm, 0, 2, g2l, &t));
+    pair p;
+    open_pair(send_and_go, &p);
     uint8_t got[1000];
-    int rc = baton__recv(t, 1, got, sizeof got, baton__deadline_after(10));
+    int rc = recv_from_peer(&p, got, sizeof got);
     if (rc < 0) th_fail(__FILE__, __LINE__, "recv failed: %s", th_errdetail());
     for (size_t i = 0; i < sizeof got; i++) ASSERT_EQ_INT(got[i], (uint8_t)(i * 7 + 1));
-    ASSERT_TRUE(f.fired);
-    t->ops->close(t);
-    baton__shm_close(shm);
+    ASSERT_TRUE(p.f.fired);
+    baton__shm_close(p.shm);
 }
 
 /* The fix must not hide a real death: a peer that exits without posting is still named. */
 static void exit_silently(baton_shm *shm) { (void)shm; }
 
 TEST(wait_still_names_a_peer_that_died_without_posting) {
-    char name[64];
-    seg_name(name, sizeof name);
-    int cmd[2];
-    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, exit_silently);
-    static const int globals[2] = {0, 1};
-    baton_shm *shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
-    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
-    baton__shm_set_peer_check(shm, finish_peer_now, &f);
-    int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
+    pair p;
+    open_pair(exit_silently, &p);
+    int rc = baton__shm_wait_one(p.shm, 1, BATON_SHM_CTR_BIG, 1, baton__deadline_after(10));
     ASSERT_EQ_INT(rc, BATON_EPEERDEAD);
     ASSERT_CONTAINS(th_errdetail(), "rank 1");
     ASSERT_CONTAINS(th_errdetail(), "died");
-    baton__shm_close(shm);
+    baton__shm_close(p.shm);
 }
 
 static void exit_mid_message(baton_shm *shm) {
@@ -134,22 +136,11 @@ static void exit_mid_message(baton_shm *shm) {
 }
 
 TEST(recv_still_names_a_peer_that_died_mid_message) {
-    char name[64];
-    seg_name(name, sizeof name);
-    int cmd[2];
-    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, exit_mid_message);
-    static const int globals[2] = {0, 1}, g2l[2] = {0, 1};
-    baton_shm *shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
-    finish_ctx f = {.cmd_fd = cmd[1], .peer = peer};
-    baton__shm_set_peer_check(shm, finish_peer_now, &f);
-    baton_transport *t = NULL;
-    ASSERT_OK(baton__shm_transport_create(shm, 0, 2, g2l, &t));
+    pair p;
+    open_pair(exit_mid_message, &p);
     uint8_t got[100]; /* the peer sends 10 bytes and exits: the other 90 never come */
-    int rc = baton__recv(t, 1, got, sizeof got, baton__deadline_after(10));
+    int rc = recv_from_peer(&p, got, sizeof got);
     ASSERT_EQ_INT(rc, BATON_EPEERDEAD);
     ASSERT_CONTAINS(th_errdetail(), "died");
-    t->ops->close(t);
-    baton__shm_close(shm);
+    baton__shm_close(p.shm);
 }
