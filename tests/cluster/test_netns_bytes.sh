@@ -7,19 +7,7 @@
 # the measured share, free of start-up and bookkeeping traffic. The counters count whole frames (Ethernet,
 # IP and TCP headers, and the ACKs of the traffic coming in), about 4-7 % over the payload: the share
 # must lie in [model, 1.10 x model]. Needs root; the clusters are torn down whatever happens (trap).
-BUILD=${BUILD:-build}
-B=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$B" || exit 1
-NETNS=tests/cluster/netns.sh
-export BATON="$BUILD/baton"
-passed=0; failed=0
-check() { # name, status
-    if [ "$2" = 0 ]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP test_netns_bytes.sh: needs root (network namespaces)"; echo "0 passed, 0 failed"; exit 0
-fi
-sh $NETNS gc >/dev/null 2>&1
+. "$(dirname "$0")/netns_lib.sh"
 name=
 cleanup() { [ -n "$name" ] && sh $NETNS down "$name" >/dev/null 2>&1; name=; }
 trap cleanup EXIT

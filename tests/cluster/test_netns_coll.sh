@@ -7,19 +7,7 @@
 # against a brute-force reference (tests/prog_coll.c); auto picks hier; a collective that disagrees across
 # the nodes fails on every rank instead of hanging; nodes of 2 and 1 ranks work too. Needs root. Every step has a hard timeout, and the
 # cluster is torn down whatever happens (trap), so `ip netns list` is left as it was.
-BUILD=${BUILD:-build}
-B=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$B" || exit 1
-NETNS=tests/cluster/netns.sh
-export BATON="$BUILD/baton"
-passed=0; failed=0
-check() { # name, status
-    if [ "$2" = 0 ]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP test_netns_coll.sh: needs root (network namespaces)"; echo "0 passed, 0 failed"; exit 0
-fi
-sh $NETNS gc >/dev/null 2>&1
+. "$(dirname "$0")/netns_lib.sh"
 name="baton-sim$$"
 outf=
 cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; [ -n "$outf" ] && rm -f "$outf"; }

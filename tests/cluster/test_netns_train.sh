@@ -9,19 +9,8 @@
 # only), within 1e-3, and must report grad_dtype bf16. Needs root and the
 # Fashion-MNIST files (BATON_DATA_DIR or the default location); every run has a hard timeout and the
 # cluster and the temporary directory are removed whatever happens (trap).
-BUILD=${BUILD:-build}
-B=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$B" || exit 1
-NETNS=tests/cluster/netns.sh
-export BATON="$BUILD/baton" OPENBLAS_NUM_THREADS=1
-passed=0; failed=0
-check() { # name, status
-    if [ "$2" = 0 ]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP test_netns_train.sh: needs root (network namespaces)"; echo "0 passed, 0 failed"; exit 0
-fi
-sh $NETNS gc >/dev/null 2>&1
+. "$(dirname "$0")/netns_lib.sh"
+export OPENBLAS_NUM_THREADS=1
 name="baton-sim$$"
 dir=$(mktemp -d /tmp/baton-netns-train.XXXXXX) || exit 1
 cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; rm -rf "$dir"; }
