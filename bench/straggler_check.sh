@@ -2,7 +2,8 @@
 # bench/straggler_check.sh: the straggler floor of issue 12: with one rank slowed by 50 % (the debug knob
 # BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=50: rank 1 sleeps half of each step's compute) the diagnosis
 # names rank 1 in every one of RUNS runs; with none slowed it names none in RUNS runs. 2 ranks, 1 thread each,
-# an MLP 784-512-512-10 at batch 64 on synthetic data, STEPS steps. Prints each run's ratio.
+# an MLP 784-512-512-10 at batch 64 on synthetic data, STEPS steps. Prints each run's ratio and how often the
+# rank most often last to the all-reduces was last (docs/observe.md).
 # usage: flock /tmp/baton-bench.lock bench/straggler_check.sh [RUNS (5)] [STEPS (60)]
 set -eu
 RUNS=${1:-5}
@@ -19,8 +20,8 @@ for r in $(seq 1 "$RUNS"); do
     for pct in 50 0; do
         line=$(BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=$pct OPENBLAS_NUM_THREADS=1 "$BUILD/baton" run -n 2 -- \
             "$BUILD/baton" train $ARGS --metrics "$TMP/m.jsonl" 2>/dev/null | tail -n 1)
-        got=$(printf '%s' "$line" | /usr/bin/python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print(j['straggler_rank'], round(j['straggler_ratio'], 3))")
-        echo "run $r slowdown $pct %: straggler_rank ratio = $got"
+        got=$(printf '%s' "$line" | /usr/bin/python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print(j['straggler_rank'], round(j['straggler_ratio'], 3), round(j['straggler_last_pct'], 1))")
+        echo "run $r slowdown $pct %: straggler_rank ratio last_pct = $got"
         case "$pct:$got" in 50:"1 "*) named_slow=$((named_slow + 1)) ;; 0:"-1 "*) named_none=$((named_none + 1)) ;; esac
     done
 done

@@ -53,8 +53,6 @@ static void jstr(const cJSON *j, const char *k, char *out, size_t n) {
     snprintf(out, n, "%s", s ? s : "");
 }
 
-static const char *const step_keys[TM_NF] = {"t_ms", "step_ms", "data_ms", "forward_ms", "backward_ms",
-                                             "comm_exposed_ms", "optim_ms", "comm_ms", "bytes", "loss", "lr", "epoch"};
 
 /* Reads the JSON lines written by baton train. Returns 0 or an exit code after one line naming the problem. */
 static int load(const char *path, run_data *r) {
@@ -103,7 +101,7 @@ static int load(const char *path, run_data *r) {
                 err = 2;
             } else {
                 double *f = r->rec + ((size_t)k * r->n + i) * TM_NF;
-                for (int q = 0; q < TM_NF; q++) f[q] = jnum(j, step_keys[q], 0.0);
+                for (int q = 0; q < TM_NF; q++) f[q] = jnum(j, tm_field_names[q], 0.0);
             }
         } else if (!strcmp(type, "eval")) {
             if (r->n_evals == cap_evals) {
@@ -284,7 +282,7 @@ static void chart_throughput(tm_sbuf *b, const run_data *r) {
 }
 
 typedef struct {
-    double step, compute, exposed, data, p10, p25, p75, p90;
+    double step, compute, exposed, data, wait, p10, p25, p75, p90;
 } rank_stats;
 
 static double pct(const double *sorted, long n, double p) {
@@ -298,9 +296,9 @@ static double pct(const double *sorted, long n, double p) {
 static void stats_of(const run_data *r, int k, double *tmp, rank_stats *s) {
     long lo = r->n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0, m = r->n - lo;
     static const int fields[][3] = {{TM_STEP, -1, -1}, {TM_FWD, TM_BWD, TM_OPT}, {TM_EXPOSED, -1, -1},
-                                    {TM_DATA, -1, -1}};
-    double *out[] = {&s->step, &s->compute, &s->exposed, &s->data};
-    for (int q = 0; q < 4; q++) {
+                                    {TM_DATA, -1, -1}, {TM_WAIT, -1, -1}};
+    double *out[] = {&s->step, &s->compute, &s->exposed, &s->data, &s->wait};
+    for (int q = 0; q < 5; q++) {
         for (long i = 0; i < m; i++) {
             const double *f = rec(r, k, lo + i);
             tmp[i] = 0;
@@ -452,11 +450,11 @@ static int render(const run_data *r, const char *source, tm_sbuf *b) {
     chart_split(b, r, rs);
     chart_timeline(b, r);
     tm_put(b, "<h2>Per rank (medians over steps %ld and later, ms)</h2>\n<table id=\"ranks\"><tr><th>rank</th>"
-              "<th>step</th><th>compute</th><th>exposed comm</th><th>data wait</th></tr>\n",
+              "<th>step</th><th>compute</th><th>exposed comm</th><th>data wait</th><th>waited for peers</th></tr>\n",
            r->first_step + (r->n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0));
     for (int k = 0; k < r->world; k++)
-        tm_put(b, "<tr class=\"rank\"><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td></tr>\n", k,
-               rs[k].step, rs[k].compute, rs[k].exposed, rs[k].data);
+        tm_put(b, "<tr class=\"rank\"><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                  "</tr>\n", k, rs[k].step, rs[k].compute, rs[k].exposed, rs[k].data, rs[k].wait);
     tm_put(b, "</table>\n</body></html>\n");
     free(x);
     free(y);

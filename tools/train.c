@@ -568,7 +568,8 @@ int baton_cmd_train(int argc, char **argv) {
                 mf[TM_LOSS] = step_loss;
                 mf[TM_LR] = step_lr;
                 mf[TM_EPOCH] = (double)epoch;
-                train_metrics_step(&metrics, step, mf);
+                uint64_t cn[TM_NCOLL];
+                train_metrics_step(&metrics, step, mf, cn, baton_ddp_coll_times(ddp, cn, TM_NCOLL));
             }
             if (ba.active) {   /* may rebuild the engine with the next cap to try, or the one it keeps */
                 if (train_bucket_auto_step(&ba, (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6) < 0) {
@@ -711,6 +712,7 @@ int baton_cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "metrics_ms_per_step", train_metrics_ms_per_step(&metrics));
             cJSON_AddNumberToObject(j, "straggler_rank", diag.straggler);
             cJSON_AddNumberToObject(j, "straggler_ratio", diag.ratio);
+            cJSON_AddNumberToObject(j, "straggler_last_pct", diag.last_pct);
             cJSON_AddBoolToObject(j, "input_bound", diag.input_bound);
             cJSON_AddNumberToObject(j, "data_wait_pct", diag.data_pct);
             cJSON_AddStringToObject(j, "diagnosis", diag.text);

@@ -13,21 +13,21 @@
 #include "util/files.h"
 #include "util/util.h"
 
-/* A straggler: its median compute time is at least this many times the other ranks' median. Compute
- * (forward + backward + optimizer) is what a slow rank does slowly; the waits inside collectives are not
- * used, since on shared cores the waiting ranks' spinning comm threads slow the slow rank itself. */
+/* A straggler is the rank the others wait for (docs/observe.md). In each step the rank that waited least in
+ * the step's all-reduces arrived last; a rank last in at least STRAGGLER_LAST of the steps, whose work (its
+ * step less the time it waited for its peers) is at least STRAGGLER_RATIO times the other ranks' median, is
+ * named. A rank that the scheduler slows now and then is last in some steps and not in others. */
+#define STRAGGLER_LAST 0.75
 #define STRAGGLER_RATIO 1.35
-/* ... compared at this quantile of each rank's per-step compute (its fast steps), not the median. */
-#define STRAGGLER_QUANTILE 0.2
 /* The input pipeline is named when a median step spends at least this share blocked on data. */
 #define INPUT_BOUND_PCT 15.0
 #define INPUT_BOUND_MS 0.5   /* ... and at least this long (a thread wake-up is not a slow loader) */
 
 
 
-static const char *const field_names[TM_NF] = {"t_ms", "step_ms", "data_ms", "forward_ms", "backward_ms",
+const char *const tm_field_names[TM_NF] = {"t_ms", "step_ms", "data_ms", "forward_ms", "backward_ms",
                                                "comm_exposed_ms", "optim_ms", "comm_ms", "bytes", "loss", "lr",
-                                               "epoch"};
+                                               "epoch", "wait_ms"};
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -76,8 +76,9 @@ int train_metrics_open(train_metrics *m, const char *value, const char *ckpt_dir
     m->cap = 1024;
     m->cap_evals = 16;
     m->rec = malloc((size_t)m->cap * TM_NF * sizeof(double));
+    m->coll = malloc((size_t)m->cap * TM_NCOLL * sizeof(double));
     m->evals = malloc((size_t)m->cap_evals * sizeof(tm_eval));
-    if (!m->rec || !m->evals) {
+    if (!m->rec || !m->coll || !m->evals) {
         fprintf(stderr, "baton train: out of memory for --metrics\n");
         return 1;
     }
@@ -105,20 +106,25 @@ int train_metrics_open(train_metrics *m, const char *value, const char *ckpt_dir
     return 0;
 }
 
-void train_metrics_step(train_metrics *m, long step, const double f[TM_NF]) {
+void train_metrics_step(train_metrics *m, long step, const double f[TM_NF], const uint64_t *coll_ns, int ncoll) {
     if (!m->on) return;
     uint64_t t = baton__now_ns();
     if (m->first_step < 0) m->first_step = step;
     if (m->n == m->cap) {
         double *r = realloc(m->rec, (size_t)m->cap * 2 * TM_NF * sizeof(double));
-        if (!r) {   /* keep what we have; the run goes on */
+        if (r) m->rec = r;
+        double *c = r ? realloc(m->coll, (size_t)m->cap * 2 * TM_NCOLL * sizeof(double)) : NULL;
+        if (!c) {   /* keep what we have; the run goes on */
             m->on = 0;
             return;
         }
-        m->rec = r;
+        m->coll = c;
         m->cap *= 2;
     }
     memcpy(m->rec + (size_t)m->n * TM_NF, f, TM_NF * sizeof(double));
+    double *c = m->coll + (size_t)m->n * TM_NCOLL;
+    memset(c, 0, TM_NCOLL * sizeof(double));
+    for (int k = 0; k < ncoll && k < TM_NCOLL; k++) c[k] = (double)coll_ns[k] * 1e-6;
     m->n++;
     m->self_ns += baton__now_ns() - t;
 }
@@ -140,6 +146,7 @@ double train_metrics_ms_per_step(const train_metrics *m) {
 
 void train_metrics_free(train_metrics *m) {
     free(m->rec);
+    free(m->coll);
     free(m->evals);
     memset(m, 0, sizeof *m);
 }
@@ -172,49 +179,80 @@ static double rank_quantile(const double *rec, long n, long lo, int r, const int
     return tmp[(long)(q * (double)(k - 1))];
 }
 
+void tm_fill_waits(double *rec, const double *coll, int world, long n) {
+    double *dur = malloc((size_t)world * 2 * sizeof *dur), *w = dur ? dur + world : NULL;
+    for (long i = 0; i < n; i++) {
+        for (int r = 0; r < world; r++) rec[((size_t)r * n + i) * TM_NF + TM_WAIT] = 0.0;
+        for (int q = 0; q < TM_NCOLL && dur; q++) {   /* out of memory: no waits (so no straggler named) */
+            for (int r = 0; r < world; r++) dur[r] = coll[((size_t)r * n + i) * TM_NCOLL + q];
+            baton_coll_waits(dur, world, 1, w);
+            for (int r = 0; r < world; r++) rec[((size_t)r * n + i) * TM_NF + TM_WAIT] += w[r];
+        }
+    }
+    free(dur);
+}
+
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     memset(d, 0, sizeof *d);
-    d->straggler = -1;
+    d->straggler = d->last = -1;
     if (n <= 0 || world <= 0) {
         snprintf(d->text, sizeof d->text, "no steps recorded");
         return;
     }
     long lo = n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0;
-    double *tmp = malloc((size_t)n * sizeof *tmp), *comp = malloc((size_t)world * 4 * sizeof *comp);
-    if (!tmp || !comp) {
+    double *tmp = malloc((size_t)n * sizeof *tmp), *work = malloc((size_t)world * 6 * sizeof *work);
+    if (!tmp || !work) {
         free(tmp);
-        free(comp);
+        free(work);
         snprintf(d->text, sizeof d->text, "out of memory for the diagnosis");
         return;
     }
-    double *step = comp + world, *data = comp + 2 * world, *exposed = comp + 3 * world;
+    double *step = work + world, *data = work + 2 * world, *exposed = work + 3 * world, *waited = work + 4 * world,
+           *last = work + 5 * world;
     static const int f_comp[] = {TM_FWD, TM_BWD, TM_OPT}, f_step[] = {TM_STEP}, f_data[] = {TM_DATA},
                      f_exp[] = {TM_EXPOSED};
+#define F(r, i) (rec + ((size_t)(r) * n + (i)) * TM_NF)
+    /* What a rank lost waiting for its peers in a step: its waits in the collectives, but no more than the
+     * time its main thread was held after backward (waits on the comm thread during backward cost nothing). */
+#define LOST(f) ((f)[TM_WAIT] < (f)[TM_EXPOSED] ? (f)[TM_WAIT] : (f)[TM_EXPOSED])
     for (int r = 0; r < world; r++) {
-        /* a straggler is slow even in its fast steps; a rank that other jobs' load slows now and then is not */
-        comp[r] = rank_quantile(rec, n, lo, r, f_comp, 3, tmp, STRAGGLER_QUANTILE);
+        long k = 0;
+        for (long i = lo; i < n; i++) tmp[k++] = F(r, i)[TM_STEP] - LOST(F(r, i));
+        work[r] = tm_median(tmp, k);
+        k = 0;
+        for (long i = lo; i < n; i++) tmp[k++] = LOST(F(r, i));
+        waited[r] = tm_median(tmp, k);
         step[r] = rank_quantile(rec, n, lo, r, f_step, 1, tmp, 0.5);
         data[r] = rank_quantile(rec, n, lo, r, f_data, 1, tmp, 0.5);
         exposed[r] = rank_quantile(rec, n, lo, r, f_exp, 1, tmp, 0.5);
+        last[r] = 0;
     }
-    /* The slowest rank against the median of the others' medians. */
-    int slow = 0;
-    for (int r = 1; r < world; r++)
-        if (comp[r] > comp[slow]) slow = r;
-    double others = 0.0, others_wait = 0.0;
     if (world > 1) {
+        /* who arrived last in each step: the rank that waited least in its collectives */
+        for (long i = lo; i < n; i++) {
+            int l = 0;
+            for (int r = 1; r < world; r++)
+                if (F(r, i)[TM_WAIT] < F(l, i)[TM_WAIT]) l = r;
+            last[l] += 1.0;
+        }
+        int slow = 0;
+        for (int r = 1; r < world; r++)
+            if (last[r] > last[slow]) slow = r;
         long k = 0;
         for (int r = 0; r < world; r++)
-            if (r != slow) tmp[k++] = comp[r];
-        others = tm_median(tmp, k);
+            if (r != slow) tmp[k++] = work[r];
+        double others = tm_median(tmp, k);
         k = 0;
         for (int r = 0; r < world; r++)
-            if (r != slow) tmp[k++] = step[r] > 0 ? 100.0 * exposed[r] / step[r] : 0.0;
-        others_wait = tm_median(tmp, k);
-        d->ratio = others > 0 ? comp[slow] / others : 0.0;
-        d->others_wait_pct = others_wait;
-        if (d->ratio >= STRAGGLER_RATIO) d->straggler = slow;
+            if (r != slow) tmp[k++] = step[r] > 0 ? 100.0 * waited[r] / step[r] : 0.0;
+        d->others_wait_pct = tm_median(tmp, k);
+        d->last = slow;
+        d->last_pct = 100.0 * last[slow] / (double)(n - lo);
+        d->ratio = others > 0 ? work[slow] / others : 0.0;
+        if (d->last_pct >= 100.0 * STRAGGLER_LAST && d->ratio >= STRAGGLER_RATIO) d->straggler = slow;
     }
+#undef LOST
+#undef F
     for (int r = 0; r < world; r++) tmp[r] = step[r] > 0 ? 100.0 * data[r] / step[r] : 0.0;
     d->data_pct = tm_median(tmp, world);
     d->input_bound = d->data_pct >= INPUT_BOUND_PCT && tm_median(data, world) >= INPUT_BOUND_MS;
@@ -231,21 +269,31 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
 
     size_t len = 0;
 #define SAY(...) len += (size_t)snprintf(d->text + len, len < sizeof d->text ? sizeof d->text - len : 0, __VA_ARGS__)
-    if (d->straggler >= 0)
-        SAY("straggler: rank %d is %.2fx slower than the median rank (compute %.1f ms vs %.1f ms per step, 20th "
-            "percentiles); the others "
-            "spend %.0f %% of each step waiting for it. ", slow, d->ratio, comp[slow], others, others_wait);
+    if (d->straggler >= 0) {
+        long k = 0;
+        for (int r = 0; r < world; r++)
+            if (r != d->straggler) tmp[k++] = work[r];
+        SAY("straggler: rank %d is %.2fx slower than the median rank (last to reach the gradient all-reduces in "
+            "%.0f %% of the steps; %.1f ms vs %.1f ms of work per step); the others spend %.0f %% of each step "
+            "waiting for it. ", d->straggler, d->ratio, d->last_pct, work[d->straggler], tm_median(tmp, k),
+            d->others_wait_pct);
+    }
     if (d->input_bound)
         SAY("input pipeline: the ranks wait %.0f %% of each step for batches (median %.1f ms of %.1f ms); the loader "
             "cannot keep up with the step. ", d->data_pct, tm_median(data, world), d->step_ms);
-    if (d->straggler < 0 && !d->input_bound)
-        SAY("no straggler (slowest rank %.2fx the median), input not limiting (%.1f %% of a step on data). ",
-            world > 1 ? d->ratio : 1.0, d->data_pct);
+    if (d->straggler < 0 && !d->input_bound) {
+        if (world > 1)
+            SAY("no straggler (the rank most often last, rank %d, was last in %.0f %% of the steps and is %.2fx the "
+                "median), input not limiting (%.1f %% of a step on data). ", d->last, d->last_pct, d->ratio,
+                d->data_pct);
+        else
+            SAY("no straggler (one rank), input not limiting (%.1f %% of a step on data). ", d->data_pct);
+    }
     SAY("Median step %.1f ms: compute %.0f %%, exposed communication %.0f %%, data %.0f %%.", d->step_ms,
         d->compute_pct, d->exposed_pct, d->data_pct);
 #undef SAY
     free(tmp);
-    free(comp);
+    free(work);
 }
 
 /* ---- writing ----------------------------------------------------------------------------------------- */
@@ -307,19 +355,20 @@ static void write_jsonl(tm_sbuf *b, const train_metrics *m, const double *all, i
             const double *f = all + ((size_t)r * m->n + i) * TM_NF;
             tm_put(b, "{\"type\":\"step\",\"step\":%ld,\"rank\":%d", m->first_step + i, r);
             for (int j = 0; j < TM_NF; j++) {
-                if (j == TM_EPOCH || j == TM_BYTES) tm_put(b, ",\"%s\":%.0f", field_names[j], f[j]);
-                else if (j == TM_LOSS || j == TM_LR) tm_put(b, ",\"%s\":%.9g", field_names[j], f[j]);
-                else tm_put(b, ",\"%s\":%.4f", field_names[j], f[j]);
+                if (j == TM_EPOCH || j == TM_BYTES) tm_put(b, ",\"%s\":%.0f", tm_field_names[j], f[j]);
+                else if (j == TM_LOSS || j == TM_LR) tm_put(b, ",\"%s\":%.9g", tm_field_names[j], f[j]);
+                else tm_put(b, ",\"%s\":%.4f", tm_field_names[j], f[j]);
             }
             tm_put(b, "}\n");
         }
     for (long i = 0; i < m->n_evals; i++)
         tm_put(b, "{\"type\":\"eval\",\"step\":%ld,\"epoch\":%ld,\"test_accuracy\":%.6f,\"test_loss\":%.6f}\n",
             m->evals[i].step, m->evals[i].epoch, m->evals[i].acc, m->evals[i].loss);
-    tm_put(b, "{\"type\":\"diagnosis\",\"straggler_rank\":%d,\"straggler_ratio\":%.4f,\"others_wait_pct\":%.2f,"
-           "\"input_bound\":%s,\"data_pct\":%.2f,\"compute_pct\":%.2f,\"exposed_pct\":%.2f,\"step_ms\":%.4f,\"text\":",
-        d->straggler, d->ratio, d->others_wait_pct, d->input_bound ? "true" : "false", d->data_pct, d->compute_pct,
-        d->exposed_pct, d->step_ms);
+    tm_put(b, "{\"type\":\"diagnosis\",\"straggler_rank\":%d,\"straggler_ratio\":%.4f,\"last_rank\":%d,"
+           "\"last_pct\":%.1f,\"others_wait_pct\":%.2f,\"input_bound\":%s,\"data_pct\":%.2f,\"compute_pct\":%.2f,"
+           "\"exposed_pct\":%.2f,\"step_ms\":%.4f,\"text\":",
+        d->straggler, d->ratio, d->last, d->last_pct, d->others_wait_pct, d->input_bound ? "true" : "false",
+        d->data_pct, d->compute_pct, d->exposed_pct, d->step_ms);
     put_json_str(b, d->text);
     tm_put(b, "}\n");
 }
@@ -327,7 +376,7 @@ static void write_jsonl(tm_sbuf *b, const train_metrics *m, const double *all, i
 /* CSV: one row per step and rank, then one per evaluation (type column says which); no run line. */
 static void write_csv(tm_sbuf *b, const train_metrics *m, const double *all, int world) {
     tm_put(b, "type,step,rank");
-    for (int j = 0; j < TM_NF; j++) tm_put(b, ",%s", field_names[j]);
+    for (int j = 0; j < TM_NF; j++) tm_put(b, ",%s", tm_field_names[j]);
     tm_put(b, ",test_accuracy,test_loss\n");
     for (long i = 0; i < m->n; i++)
         for (int r = 0; r < world; r++) {
@@ -360,34 +409,45 @@ int train_metrics_finish(train_metrics *m, baton_comm *comm, int world, const tm
     }
     m->n = n;
     double *all = malloc((size_t)world * n * TM_NF * sizeof(double));
-    int fail = !all;
+    double *coll = malloc((size_t)world * n * TM_NCOLL * sizeof(double));
+    int fail = !all || !coll;
     if (comm && world > 1) {
         double f = fail;
         if (baton_allreduce(comm, &f, &f, 1, BATON_F64, BATON_MAX) < 0) {
             free(all);
+            free(coll);
             fprintf(stderr, "baton train: metrics: %s\n", baton_last_error());
             return -1;
         }
         if (f > 0) {
             free(all);
+            free(coll);
             if (m->rank == 0) fprintf(stderr, "baton train: metrics: out of memory gathering the ranks' records\n");
             return 0;
         }
-        if (baton_allgather(comm, m->rec, all, (size_t)n * TM_NF, BATON_F64) < 0) {
+        if (baton_allgather(comm, m->rec, all, (size_t)n * TM_NF, BATON_F64) < 0 ||
+            baton_allgather(comm, m->coll, coll, (size_t)n * TM_NCOLL, BATON_F64) < 0) {
             free(all);
+            free(coll);
             fprintf(stderr, "baton train: metrics: %s\n", baton_last_error());
             return -1;
         }
     } else if (!fail) {
         memcpy(all, m->rec, (size_t)n * TM_NF * sizeof(double));
+        memcpy(coll, m->coll, (size_t)n * TM_NCOLL * sizeof(double));
     } else {
+        free(all);
+        free(coll);
         fprintf(stderr, "baton train: metrics: out of memory\n");
         return 0;
     }
     if (m->rank != 0) {
         free(all);
+        free(coll);
         return 0;
     }
+    tm_fill_waits(all, coll, world, n);
+    free(coll);
     /* step start times relative to the earliest step of the job (one clock on one node) */
     double origin = all[TM_T0];
     for (long i = 0; i < (long)world * n; i++)

@@ -3,7 +3,8 @@
  *
  *   train_metrics m;
  *   train_metrics_open(&m, o.metrics, o.checkpoint, rank);      // resolves the path (rank 0), or off
- *   per step:  double f[TM_NF] = {...}; train_metrics_step(&m, step, epoch, f);
+ *   per step:  double f[TM_NF] = {...}; uint64_t c[TM_NCOLL]; int nc = baton_ddp_coll_times(ddp, c, TM_NCOLL);
+ *              train_metrics_step(&m, step, f, c, nc);
  *   per eval:  train_metrics_eval(&m, step, epoch, acc, loss);
  *   end:       train_metrics_finish(&m, comm, world, &info);   // gathers to rank 0, diagnoses, writes
  *   train_metrics_free(&m);
@@ -33,8 +34,14 @@ enum {
     TM_LOSS,
     TM_LR,
     TM_EPOCH,
+    TM_WAIT,        /* waited for the peers in the step's gradient all-reduces (filled in at the gather, from
+                     * every rank's collective times: baton_coll_waits) */
     TM_NF
 };
+/* The fields' names in the metrics files ("t_ms", "step_ms", ...). */
+extern const char *const tm_field_names[TM_NF];
+/* Collective times kept per step and rank (the buckets'; baton_ddp_coll_times folds later ones into the last). */
+#define TM_NCOLL 16
 
 typedef struct {
     long step, epoch;
@@ -48,6 +55,7 @@ typedef struct {
     char dir[4096];      /* rank 0: the directory it is in (for the `baton report` hint) */
     long first_step, n, cap;
     double *rec;         /* n x TM_NF, this rank's steps */
+    double *coll;        /* n x TM_NCOLL, this rank's collective times per step (ms) */
     tm_eval *evals;
     long n_evals, cap_evals;
     uint64_t self_ns;    /* time spent recording (the measured overhead) */
@@ -57,8 +65,10 @@ typedef struct {
 /* The straggler and input diagnosis of a run (rank 0, after train_metrics_finish). */
 typedef struct {
     int straggler;       /* rank named as the straggler, -1 if none */
-    double ratio;        /* its median compute time / the other ranks' median */
-    double others_wait_pct; /* % of the others' step spent waiting in the all-reduce */
+    int last;            /* the rank most often last to arrive at the all-reduces, -1 with one rank */
+    double last_pct;     /* % of the steps in which it arrived last */
+    double ratio;        /* its median work (step less its waits) / the other ranks' median */
+    double others_wait_pct; /* % of the others' step spent waiting for it (exposed waits) */
     double data_pct;     /* median % of a step spent blocked on data (median over ranks) */
     int input_bound;     /* 1: the input pipeline is named */
     double compute_pct, exposed_pct;
@@ -79,7 +89,8 @@ typedef struct {
 int train_metrics_open(train_metrics *m, const char *value, const char *ckpt_dir, int rank);
 /* Checks a --metrics value without side effects: NULL when fine, else why not. */
 const char *train_metrics_check_value(const char *value);
-void train_metrics_step(train_metrics *m, long step, const double f[TM_NF]);
+/* coll_ns: the step's collective times (baton_ddp_coll_times; ncoll of them, 0 with one rank). */
+void train_metrics_step(train_metrics *m, long step, const double f[TM_NF], const uint64_t *coll_ns, int ncoll);
 void train_metrics_eval(train_metrics *m, long step, long epoch, double acc, double loss);
 /* Collective (every rank calls it, comm may be NULL). Rank 0 fills *d and writes the file. Returns 0 or -1
  * (message printed). */
@@ -98,8 +109,10 @@ void tm_put(tm_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 double tm_median(double *v, long n);   /* sorts v */
 #define TM_WARMUP_STEPS 2              /* steps left out of the medians (first touches, thread start) */
 
-/* The diagnosis from every rank's records (rec: world blocks of n x TM_NF). Exposed for the report. */
+/* The diagnosis from every rank's records (rec: world blocks of n x TM_NF, TM_WAIT filled in). */
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d);
+/* Fills TM_WAIT of every record from the collective times (coll: world blocks of n x TM_NCOLL). */
+void tm_fill_waits(double *rec, const double *coll, int world, long n);
 
 /* ---- the prefetching input pipeline (tools/train_prefetch.c) ----------------------------------------- */
 /* One batch ahead on a thread: train_prefetch_request copies the batch's indices and returns at once; the

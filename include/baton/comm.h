@@ -136,6 +136,15 @@ void baton_buffer_free(baton_comm *comm, void *buf);
 /* ---- per-call choices (a forced algorithm that the transport cannot run fails with EUNSUPPORTED) ---- */
 void baton_comm_set_algo(baton_comm *comm, baton_algo algo);
 baton_algo baton_comm_last_algo(const baton_comm *comm);  /* the algorithm the last collective used */
+/* How long the last collective took on this rank (ns, this process's monotonic clock, from entering the
+ * collective to leaving it, on whichever thread ran it). */
+uint64_t baton_comm_last_ns(const baton_comm *comm);
+/* The waits of n ranks in one synchronising collective (all-reduce, reduce-scatter, all-gather, barrier) from
+ * how long each spent in it, dur[r * stride], each on its own clock. No rank leaves such a collective before
+ * the last one has entered, and from then on every rank has about the same work left, so rank r waited for
+ * its peers dur[r] - min(dur); the last to arrive waited 0. No common clock is needed: only durations are
+ * compared. Writes wait[r * stride]; the error is how unevenly the ranks leave (one message, or one chunk). */
+void baton_coll_waits(const double *dur, int n, size_t stride, double *wait);
 baton_transport_kind baton_comm_transport(const baton_comm *comm);
 
 /* ---- dtypes, ops and names ---- */

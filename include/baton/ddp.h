@@ -130,6 +130,11 @@ void baton_ddp_get_scaler(const baton_ddp *d, baton_ddp_scaler *out);
 /* BATON_EINVAL when the state does not fit the engine's config (scale outside [1, 2^24], negative counts,
  * a scale other than 1 without loss scaling). Call between steps. */
 int baton_ddp_set_scaler(baton_ddp *d, const baton_ddp_scaler *s);
+/* The last finished step's collective time of each bucket on this rank (ns, launch order, as the communicator
+ * measured it: baton_comm_last_ns), into ns[0..max) (buckets past max - 1 are added into ns[max - 1]);
+ * returns how many it wrote (0 with one rank). Compared
+ * across ranks with baton_coll_waits, it says how long each rank waited in each bucket for its peers. */
+int baton_ddp_coll_times(const baton_ddp *d, uint64_t *ns, int max);
 /* Bucket k's element range [*lo, *hi) of the slab, in launch order; returns the bucket count. */
 int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi);
 

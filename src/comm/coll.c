@@ -239,7 +239,9 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
     if (c->shm_tp) c->shm_tp->hdr = NULL;
     c->desc = NULL;
     atomic_store_explicit(&c->running_seq, 0, memory_order_release);
-    baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0, baton__now_ns());
+    uint64_t end = baton__now_ns();
+    c->last_ns = end - now;
+    baton__flight_end(&c->flight, desc.seq, c->last_algo, rc < 0, end);
     if (rc < 0) {
         char what[128];
         baton__desc_format(&desc, what, sizeof what);
@@ -250,6 +252,16 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
         snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
     }
     return rc;
+}
+
+/* ---- waits for peers (docs/observe.md) ------------------------------------------------------------------ */
+
+void baton_coll_waits(const double *dur, int n, size_t stride, double *wait) {
+    if (n <= 0) return;
+    double lo = dur[0];
+    for (int r = 1; r < n; r++)
+        if (dur[(size_t)r * stride] < lo) lo = dur[(size_t)r * stride];
+    for (int r = 0; r < n; r++) wait[(size_t)r * stride] = dur[(size_t)r * stride] - lo;
 }
 
 /* ---- argument checks ------------------------------------------------------------------------------- */

@@ -101,6 +101,7 @@ int baton_comm_node_rank(const baton_comm *c) { return c->node; }
 int baton_comm_num_nodes(const baton_comm *c) { return c->nnodes; }
 void baton_comm_set_algo(baton_comm *c, baton_algo a) { c->algo = a; }
 baton_algo baton_comm_last_algo(const baton_comm *c) { return c->last_algo; }
+uint64_t baton_comm_last_ns(const baton_comm *c) { return c->last_ns; }
 baton_transport_kind baton_comm_transport(const baton_comm *c) { return c->transport; }
 
 int baton_launch_env_read(baton_launch_env *out) {

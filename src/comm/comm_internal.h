@@ -106,6 +106,7 @@ struct baton_comm {
     size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */
     uint64_t cma_probe;            /* a value peers read from this process to test that */
     uint64_t seq;                  /* collectives run so far */
+    uint64_t last_ns;              /* how long the last collective took here (baton_comm_last_ns) */
     const baton_coll_desc *desc;   /* the collective running now (set by baton__coll_exec) */
     uint8_t desc_packed[BATON_DESC_BYTES]; /* ... in its packed form (comm/desc.h) */
     baton_msg_hdr msg_hdr;         /* ... as the transports' message header */

@@ -86,6 +86,7 @@ static int run_bucket(baton_ddp *d, int k, int track) {
     } else if (d->cfg.grad_dtype == BATON_F32) {
         rc = d->cfg.zero == 2 ? baton_reduce_range(d->comm, g, n, BATON_F32, BATON_AVG, a, b)
                               : baton_allreduce(d->comm, g, g, n, BATON_F32, BATON_AVG);
+        d->coll_ns[k] = baton_comm_last_ns(d->comm);
         if (rc >= 0 && scaled) bad = unscale32(g + a, b - a, post);
     } else {
         /* pre-divide by the world size so a 16-bit sum stays in range wherever the average does */
@@ -95,6 +96,7 @@ static int run_bucket(baton_ddp *d, int k, int track) {
         rc = d->cfg.zero == 2 ? baton_reduce_range(d->comm, w, n, d->cfg.grad_dtype, BATON_SUM, a, b)
                               : baton_allreduce(d->comm, w, w, n, d->cfg.grad_dtype, BATON_SUM);
         uint64_t t2 = baton__now_ns();
+        d->coll_ns[k] = baton_comm_last_ns(d->comm);
         if (rc >= 0) bad = unpack16(g + a, w + a, b - a, post, d->cfg.grad_dtype);
         if (d->cfg.trace) {
             baton_trace_span(d->cfg.trace, track, BATON_EV_CONVERT, k, t0, t1);
@@ -160,8 +162,9 @@ static int build_buckets(baton_ddp *d) {
     int np = baton_params_count(p);
     d->bucket_of = malloc((size_t)np * sizeof(int));
     d->b = calloc((size_t)np, sizeof(bucket));   /* at most one bucket per parameter */
+    d->coll_ns = calloc((size_t)np, sizeof(uint64_t));
     int *order = malloc((size_t)np * sizeof(int));
-    if (!d->bucket_of || !d->b || !order) {
+    if (!d->bucket_of || !d->b || !d->coll_ns || !order) {
         free(order);
         return baton__fail(BATON_ENOMEM, "ddp: out of memory for buckets");
     }
@@ -327,6 +330,7 @@ void baton_ddp_free(baton_ddp *d) {
     pthread_cond_destroy(&d->cv_done);
     baton__zero_free(d);
     free(d->b);
+    free(d->coll_ns);
     free(d->bucket_of);
     free(d);
 }
@@ -404,6 +408,15 @@ int baton_ddp_set_scaler(baton_ddp *d, const baton_ddp_scaler *s) {
     d->good_steps = s->good_steps;
     d->st.skipped = s->skipped;
     return BATON_OK;
+}
+
+int baton_ddp_coll_times(const baton_ddp *d, uint64_t *ns, int max) {
+    if (d->world == 1 || max <= 0) return 0;
+    for (int k = 0; k < d->nb; k++) {
+        if (k < max) ns[k] = 0;
+        ns[k < max ? k : max - 1] += d->coll_ns[k];
+    }
+    return d->nb < max ? d->nb : max;
 }
 
 int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi) {

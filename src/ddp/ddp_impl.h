@@ -25,6 +25,7 @@ struct baton_ddp {
     int nb;                /* buckets */
     bucket *b;             /* [nb] in launch order */
     int *bucket_of;        /* [params] bucket index of each parameter */
+    uint64_t *coll_ns;     /* [nb] this step's collective time of each bucket (baton_ddp_coll_times) */
     float *shm_grad;       /* the gradient slab in shared memory, or NULL */
     uint16_t *wire;        /* 16-bit wire copy of the slab (numel), or NULL for f32 */
     int wire_shm;          /* wire came from baton_buffer_alloc */

@@ -128,14 +128,14 @@ want(len(p.marks.get("chart-throughput", [])) == min(60, run["steps"]), "through
 def med(v):
     v = sorted(v); n = len(v)
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
-rows = [p.cells[i:i + 5] for i in range(0, len(p.cells), 5)]
+rows = [p.cells[i:i + 6] for i in range(0, len(p.cells), 6)]
 want(len(rows) == world, "table rows %d" % len(rows))
 for r in range(world):
     s = sorted(steps[r], key=lambda j: j["step"])[2:]
     mine = [r, med([j["step_ms"] for j in s]), med([j["forward_ms"] + j["backward_ms"] + j["optim_ms"] for j in s]),
-            med([j["comm_exposed_ms"] for j in s]), med([j["data_ms"] for j in s])]
+            med([j["comm_exposed_ms"] for j in s]), med([j["data_ms"] for j in s]), med([j["wait_ms"] for j in s])]
     shown = [float(x) for x in rows[r]] if r < len(rows) else []
-    want(len(shown) == 5 and all(abs(a - b) <= 0.006 for a, b in zip(mine, shown)), "rank %d: file %s page %s" % (r, mine, shown))
+    want(len(shown) == 6 and all(abs(a - b) <= 0.006 for a, b in zip(mine, shown)), "rank %d: file %s page %s" % (r, mine, shown))
     box = [a for t, a in p.marks["chart-steptime"] if a.get("data-rank") == str(r)]
     want(box and abs(float(box[0]["data-median"]) - mine[1]) < 0.0006, "box median rank %d" % r)
 want(p.text.get("diagnosis", "").strip() == diag["text"], "diagnosis text")
