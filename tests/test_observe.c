@@ -50,19 +50,6 @@ static double num(const cJSON *j, const char *key) {
     return v->valuedouble;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ASSERT_EQ_INT(fread(buf, 1, (size_t)n, f), n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static const char *tmp_path(const char *name) {
     static char buf[8][512];
     static int k;
@@ -74,7 +61,7 @@ static const char *tmp_path(const char *name) {
 /* Checks a JSON-lines metrics file of `world` ranks and `steps` steps: the run line, one step line per step
  * and rank with every field, phases that add up to no more than the step, the evaluations, the diagnosis. */
 static cJSON *check_jsonl(const char *path, int world, long steps, long evals) {
-    char *text = slurp(path);
+    char *text = th_slurp(path, NULL);
     long n_step = 0, n_eval = 0, n_run = 0;
     cJSON *diag = NULL;
     long seen[4][256] = {{0}};
@@ -124,7 +111,7 @@ static cJSON *check_jsonl(const char *path, int world, long steps, long evals) {
 
 /* Median over a metrics file's steps (after the first 2) of one rank's field. */
 static double file_median(const char *path, int rank, const char *key) {
-    char *text = slurp(path);
+    char *text = th_slurp(path, NULL);
     double v[256];
     int n = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -194,7 +181,7 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     ASSERT_EQ_INT(num(j, "straggler_rank"), -1);
     ASSERT_TRUE(strstr(out, "straggler: rank") == NULL);
     ASSERT_CONTAINS(out, "no straggler");
-    char *csv = slurp(tmp_path("m.csv"));
+    char *csv = th_slurp(tmp_path("m.csv"), NULL);
     ASSERT_TRUE(!strncmp(csv, "type,step,rank,t_ms,step_ms,data_ms,forward_ms,backward_ms,comm_exposed_ms,optim_ms,"
                               "comm_ms,bytes,loss,lr,epoch,wait_ms,test_accuracy,test_loss\n", 144));
     long steps = 0, evals = 0;
@@ -252,7 +239,7 @@ TEST_T(prefetch_trains_byte_identical_weights, 150) {
     for (int ranks = 1; ranks <= 2; ranks++) {
         save_run(ranks, "", "a.safetensors");
         save_run(ranks, "--no-prefetch", "b.safetensors");
-        char *a = slurp(tmp_path("a.safetensors")), *b = slurp(tmp_path("b.safetensors"));
+        char *a = th_slurp(tmp_path("a.safetensors"), NULL), *b = th_slurp(tmp_path("b.safetensors"), NULL);
         struct stat sa, sb;
         ASSERT_EQ_INT(stat(tmp_path("a.safetensors"), &sa), 0);
         ASSERT_EQ_INT(stat(tmp_path("b.safetensors"), &sb), 0);
@@ -305,7 +292,7 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
     ASSERT_CONTAINS(note, ", 0.776 MiB (");
     ASSERT_CONTAINS(note, "; kept ");
     ASSERT_CONTAINS(out, "baton train: --bucket-mb auto: tried");
-    char *m = slurp(tmp_path("b.jsonl"));
+    char *m = th_slurp(tmp_path("b.jsonl"), NULL);
     ASSERT_CONTAINS(m, "\"bucket\":\"auto: tried 0.25 MiB");
     free(m);
     cJSON_Delete(j);
