@@ -106,9 +106,12 @@ TEST(bad_environments_are_named) {
 TEST(missing_peers_fail_at_the_join_timeout) {
     char *out = NULL;
     double el = 0;
-    int rc = th_run("unset BATON_RANK BATON_STORE_ADDR; RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 BATON_JOB_ID=dead1 "
-                    "BATON_JOIN_TIMEOUT=1 build/tests/prog_coll --counts 1",
-                    20, &out, &el);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "unset BATON_RANK BATON_STORE_ADDR; RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 BATON_JOB_ID=dead1 "
+             "BATON_JOIN_TIMEOUT=1 %s/tests/prog_coll --counts 1",
+             th_build_dir());
+    int rc = th_run(cmd, 20, &out, &el);
     ASSERT_NE_INT(rc, 0);
     ASSERT_CONTAINS(out, "rank 0 did not publish the store");
     ASSERT_TRUE(el < 8);
