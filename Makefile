@@ -11,7 +11,7 @@ WERROR  ?= $(if $(CI),-Werror,)
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += -lopenblas -ldnnl -lgomp -lsodium -lcjson -lz -lm -lrt
+LDLIBS  += -lsodium -lcjson -lz -lm -lrt
 
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
 DEB_PKGS := gcc make pkg-config libopenblas-dev libdnnl-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
