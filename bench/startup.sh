@@ -31,7 +31,7 @@ done
 case "$rounds" in ''|*[!0-9]*|0) echo "startup.sh: -r wants a positive integer, got '$rounds'" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" "$BUILD/libbaton.a" >/dev/null
-LIBS=$(sed -n 's/^LDLIBS *+= *//p' Makefile)
+LIBS=$(sed -n 's/^EXE_LDLIBS *:= *//p' Makefile)   # linked as build/baton is (static libsodium and zlib)
 cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -o "$OUT/startup_baton" bench/startup_baton.c "$BUILD/libbaton.a" $LIBS -pthread
 have_mpich=0 have_ompi=0
 command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$OUT/startup_mpi.mpich" bench/startup_mpi.c && have_mpich=1
