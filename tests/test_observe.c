@@ -140,13 +140,15 @@ TEST(coll_waits_from_durations) {
     ASSERT_TRUE(wait[1] == 42 && wait[3] == 42 && wait[5] == 42);   /* the stride is respected */
 }
 
-/* One rank 50 % slower (the debug knob sleeps half of each step's compute on rank 1): named from the waits
+/* One rank twice as slow (the debug knob sleeps each step's compute again on rank 1): named from the waits
  * in the all-reduces (rank 0 waits for rank 1, which arrives last), in the summary, the --json line and the
- * metrics file. The file holds every step of both ranks with each one's wait. */
-TEST_T(straggler_named_when_one_rank_is_half_as_fast_again, 150) {
+ * metrics file. The file holds every step of both ranks with each one's wait. At 50 % (the floor's slowdown,
+ * checked by bench/straggler_check.sh under the benchmark lock) this failed 2 runs in 6 at nice 19 on the
+ * loaded 2-core machine (rank 1 last in 74 % of the steps, once in 50 %). */
+TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.jsonl"));
-    int rc = train(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=50", args, &out);
+    int rc = train(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
     if (rc) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(rc, 0);
     cJSON *j = json_line(out);
