@@ -48,6 +48,10 @@ $(BUILD)/libbaton-mpi.so: src/transport/mpi_plugin.c src/transport/mpi.h src/tra
 	$(MPICC) $(CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LDFLAGS)
 # Where the loader looks after the plugin's usual places (next to the program or library; docs/cluster.md).
 $(BUILD)/obj/src/transport/mpi_load.o: CFLAGS += -DBATON_LIBDIR='"$(PREFIX)/lib"'
+# The engine's row loops (LayerNorm, GELU, softmax, attention heads, AdamW) run on OpenMP's threads, the same
+# pool (libgomp) oneDNN's matrix multiplies use; baton_set_threads sizes it. Rows are split, never a
+# reduction, so results do not depend on the thread count (docs/gpt.md).
+$(BUILD)/obj/src/nn/%.o: CFLAGS += -fopenmp
 
 # Installs whatever of DEB_PKGS is missing, once (apt-get update only when something is missing).
 deps:

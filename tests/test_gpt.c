@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "baton/gpt.h"
 #include "harness.h"
 
@@ -144,6 +146,60 @@ TEST(generation_is_deterministic_for_a_seed) {
     ASSERT_TRUE(!memcmp(a, bb, 12 * sizeof *a));
     baton_tape_free(t);
     baton_gpt_free(g);
+}
+
+/* The loss and every gradient of a GPT large enough that the row loops (LayerNorm, GELU, the residual adds,
+ * cross-entropy, AdamW's inputs) and the attention heads run on OpenMP's threads, with `threads` threads. */
+static double grads_with(int threads, int gemm, float *grad_out) {
+    baton_gpt *g;
+    baton_gpt_config c = {.vocab = 256, .context = 64, .layers = 1, .heads = 4, .dim = 128};
+    ASSERT_OK(baton_gpt_new(&g, &c, 11));
+    baton_params *p = baton_gpt_params(g);
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, (baton_gemm_backend)gemm));
+    int b = 8, tl = 64;   /* 512 rows x 128 = 65,536 >= BATON__PAR_MIN */
+    int32_t *win = malloc((size_t)b * (tl + 1) * sizeof *win);
+    for (int i = 0; i < b * (tl + 1); i++) win[i] = (unsigned char)text[(i * 7) % (int)strlen(text)];
+    baton_set_threads(threads);
+    if (gemm == BATON_GEMM_OPENBLAS) openblas_set_num_threads(1);   /* its own splits may cut K: see below */
+    double loss = loss_of(g, t, win, b, tl, 1);
+    baton_set_threads(1);
+    memcpy(grad_out, baton_params_grad(p), baton_params_numel(p) * sizeof(float));
+    free(win);
+    baton_tape_free(t);
+    baton_gpt_free(g);
+    return loss;
+}
+
+/* Rows are split between threads, never a sum: with the products on one OpenBLAS thread (OpenBLAS itself
+ * changes the last bits with 2 threads: measured up to 6e-8) and everything else on two OpenMP threads, the
+ * bits equal those of one thread. With oneDNN the heads of attention are dealt to the threads (each its own dP
+ * scratch); its f32 products may split K too, so there the check is the RMS of the difference to 1e-5 of
+ * the gradient's (a race on a scratch buffer would be off by far more). */
+TEST(gradients_do_not_depend_on_the_thread_count) {
+    size_t n = 0;
+    {
+        baton_gpt *g;
+        ASSERT_OK(baton_gpt_new(&g, &(baton_gpt_config){256, 64, 1, 4, 128}, 11));
+        n = baton_params_numel(baton_gpt_params(g));
+        baton_gpt_free(g);
+    }
+    float *g1 = malloc(n * sizeof(float)), *g2 = malloc(n * sizeof(float));
+    double l1 = grads_with(1, BATON_GEMM_OPENBLAS, g1), l2 = grads_with(2, BATON_GEMM_OPENBLAS, g2);
+    ASSERT_TRUE(l1 == l2);
+    ASSERT_TRUE(!memcmp(g1, g2, n * sizeof(float)));
+    l1 = grads_with(1, BATON_GEMM_ONEDNN, g1);
+    l2 = grads_with(2, BATON_GEMM_ONEDNN, g2);
+    ASSERT_TRUE(fabs(l1 - l2) <= 1e-5 * fabs(l1));
+    double ss = 0.0, dd = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ss += (double)g1[i] * g1[i];
+        dd += ((double)g1[i] - g2[i]) * ((double)g1[i] - g2[i]);
+    }
+    fprintf(stderr, "oneDNN, 1 vs 2 threads: gradient RMS %.3g, difference RMS %.3g\n", sqrt(ss / n), sqrt(dd / n));
+    ASSERT_TRUE(ss > 0.0 && sqrt(dd) <= 1e-5 * sqrt(ss));
+    free(g1);
+    free(g2);
 }
 
 TEST(bad_gpt_configs_are_rejected) {

@@ -89,6 +89,11 @@ static inline float baton__grad_begin(baton_tensor *x) {
     return beta;
 }
 
+/* Row loops with at least this many elements run on OpenMP's threads (`#pragma omp parallel for
+ * if(n >= BATON__PAR_MIN)`): each row on one thread, no reduction split, so results never depend on the
+ * thread count; smaller ones stay serial (a parallel region costs a few microseconds). */
+#define BATON__PAR_MIN 32768
+
 /* One backward per op, defined in ops_dense.c and ops_conv.c. */
 #define BATON_OP_DECL_(name) void baton__bwd_##name(baton_tape *t, baton_node *n);
 BATON_OP_MAP(BATON_OP_DECL_)

@@ -98,6 +98,7 @@ int baton_optim_kind_slots(int kind) { return kind == BATON_OPTIM_ADAMW || kind 
 
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
+#pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;
