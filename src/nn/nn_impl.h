@@ -48,7 +48,8 @@ typedef struct {
     float farg;                            /* op-specific float (dropout p, eps) */
 } baton_node;
 
-/* Arena: 64-byte aligned bump allocation in chunks; reset folds all chunks into one. */
+/* Arena: 64-byte aligned bump allocation in chunks, kept in allocation order and reused from the first at
+ * every reset (so a step after the first touches no new memory). */
 typedef struct baton_chunk baton_chunk;
 struct baton_chunk {
     baton_chunk *next;
@@ -60,7 +61,8 @@ struct baton_tape {
     baton_params *params;    /* borrowed; may be NULL */
     int training;
     baton_rng rng;           /* dropout */
-    baton_chunk *chunks;     /* current chunk first */
+    baton_chunk *chunks;     /* first chunk; the list is in allocation order */
+    baton_chunk *cur;        /* the chunk allocations come from now */
     size_t mallocs;          /* chunk allocations so far */
     baton_node *nodes;       /* node list (grows geometrically; stable once warm) */
     int n_nodes, cap_nodes;
