@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "baton/gpt.h"
 #include "harness.h"
+#include "nn/libs.h"
 
 static const char text[] =
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step. "
@@ -161,7 +160,7 @@ static double grads_with(int threads, int gemm, float *grad_out) {
     int32_t *win = malloc((size_t)b * (tl + 1) * sizeof *win);
     for (int i = 0; i < b * (tl + 1); i++) win[i] = (unsigned char)text[(i * 7) % (int)strlen(text)];
     baton_set_threads(threads);
-    if (gemm == BATON_GEMM_OPENBLAS) openblas_set_num_threads(1);   /* its own splits may cut K: see below */
+    if (gemm == BATON_GEMM_OPENBLAS) baton__blas()->openblas_set_num_threads(1);   /* its own splits may cut K: see below */
     double loss = loss_of(g, t, win, b, tl, 1);
     baton_set_threads(1);
     memcpy(grad_out, baton_params_grad(p), baton_params_numel(p) * sizeof(float));
