@@ -103,47 +103,134 @@ static size_t seg_len(const hier_pipe *h, size_t k) {
     return h->count - off < h->seg ? h->count - off : h->seg;
 }
 
-/* Step 2 of segment k: all-reduce my slice across the nodes, then finish it (AVG, rounding). */
-static int net_segment(hier_pipe *h, size_t k) {
+/* My slice of segment k: its element count. */
+static size_t slice_len(const hier_pipe *h, size_t k) {
     size_t lo, hi;
     baton__shm_slice(seg_len(h, k), h->c->local_size, h->c->local_rank, h->dt, &lo, &hi);
-    size_t n = hi - lo;
+    return hi - lo;
+}
+
+/* Segment k's slice is all-reduced across the nodes: divide (AVG) or round it to 16 bits once, here. */
+static void finish_segment(hier_pipe *h, size_t k) {
+    size_t n = slice_len(h, k);
     int s = (int)(k % HIER_SLOTS);
-    int rc = baton__allreduce_ring(&h->g, h->part[s], h->part[s], n, h->wdt, h->wop);
-    if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
-                                       h->nseg, h->g.n);
     if (h->wdt != h->dt)
         baton__f32_to_16_avg((uint16_t *)h->fin[s], (const float *)h->part[s], n, h->dt,
                              h->op == BATON_AVG ? h->c->world : 1);
     else if (h->op == BATON_AVG)
         baton__finish_avg(h->part[s], n, h->dt, h->c->world);
+}
+
+/* Step 2 of segment k on its own (a buffer of one segment): all-reduce my slice across the nodes, finish it. */
+static int net_segment(hier_pipe *h, size_t k) {
+    int rc = baton__allreduce_ring(&h->g, h->part[k % HIER_SLOTS], h->part[k % HIER_SLOTS], slice_len(h, k), h->wdt,
+                                   h->wop);
+    if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
+                                       h->nseg, h->g.n);
+    finish_segment(h, k);
+    return BATON_OK;
+}
+
+/* ---- the fused ring across nodes ---------------------------------------------------------------------
+ * Segment by segment, a ring all-reduce is M-1 reduce-scatter steps then M-1 all-gather steps, each a
+ * message each way that cannot start before the previous one has landed: every step ends with the link
+ * drained, and a segment's steps wait for each other across the network 2(M-1) times. Tick t runs step s
+ * of segment t's reduce-scatter and step s of segment t-1's all-gather as ONE message each way (the two
+ * depend on nothing but their own previous steps), so the link drains half as often and every message is
+ * twice as long. Tick 0 only scatters, tick nseg only gathers; after tick t, segment t-1 is complete. */
+
+typedef struct {
+    uint8_t *ag_dst;        /* where the all-gather part lands (its place in the slice) */
+    size_t ag_bytes;        /* the first ag_bytes of the message */
+    uint8_t *rs_acc;        /* the reduce-scatter part combines into this partial */
+    const uint8_t *rbuf;    /* the landing buffer */
+    baton_dtype wdt;
+    baton_op wop;
+    size_t wsz;
+} tick_recv;
+
+/* Bytes [lo, hi) of the incoming message have landed: copy the all-gather part, combine the other. */
+static void tick_landed(void *ctx, size_t lo, size_t hi) {
+    const tick_recv *r = ctx;
+    if (lo < r->ag_bytes) {
+        size_t e = hi < r->ag_bytes ? hi : r->ag_bytes;
+        memcpy(r->ag_dst + lo, r->rbuf + lo, e - lo);
+        lo = e;
+    }
+    if (lo >= hi) return;
+    size_t a = (lo - r->ag_bytes) / r->wsz, n = (hi - lo) / r->wsz;
+    uint8_t *d = r->rs_acc + a * r->wsz;
+    const void *srcs[2] = {r->rbuf + lo, d};
+    baton__reduce_n(d, srcs, 2, n, r->wdt, r->wop, 0);
+}
+
+enum { TICK_UNIT = 64 << 10 }; /* the landed part is combined in pieces of this many bytes */
+
+static int net_tick(hier_pipe *h, size_t t, uint8_t *sbuf, uint8_t *rbuf) {
+    const int M = h->g.n, me = h->g.me, right = baton__mod(me + 1, M), left = baton__mod(me - 1, M);
+    const size_t wsz = baton_dtype_size(h->wdt);
+    const int ag = t >= 1, rs = t < h->nseg;
+    const size_t nag = ag ? slice_len(h, t - 1) : 0, nrs = rs ? slice_len(h, t) : 0;
+    uint8_t *pag = ag ? h->part[(t - 1) % HIER_SLOTS] : NULL, *prs = rs ? h->part[t % HIER_SLOTS] : NULL;
+    for (int s = 0; s < M - 1; s++) {
+        size_t ags_off = 0, ags_len = 0, agr_off = 0, agr_len = 0, rss_off = 0, rss_len = 0, rsr_off = 0, rsr_len = 0;
+        if (ag) {
+            baton__chunk(nag, M, baton__mod(me + 1 - s, M), &ags_off, &ags_len);
+            baton__chunk(nag, M, baton__mod(me - s, M), &agr_off, &agr_len);
+        }
+        if (rs) {
+            baton__chunk(nrs, M, baton__mod(me - s, M), &rss_off, &rss_len);
+            baton__chunk(nrs, M, baton__mod(me - s - 1, M), &rsr_off, &rsr_len);
+        }
+        if (ags_len) memcpy(sbuf, pag + ags_off * wsz, ags_len * wsz);
+        if (rss_len) memcpy(sbuf + ags_len * wsz, prs + rss_off * wsz, rss_len * wsz);
+        tick_recv r = {.ag_dst = pag ? pag + agr_off * wsz : NULL, .ag_bytes = agr_len * wsz,
+                       .rs_acc = prs ? prs + rsr_off * wsz : NULL, .rbuf = rbuf, .wdt = h->wdt, .wop = h->wop,
+                       .wsz = wsz};
+        baton_recv_progress prog = {.unit = TICK_UNIT, .fn = tick_landed, .ctx = &r};
+        size_t sbytes = (ags_len + rss_len) * wsz, rbytes = (agr_len + rsr_len) * wsz;
+        int rc = baton__gsendrecv_cb(&h->g, right, sbuf, sbytes, left, rbuf, rbytes, rbytes ? &prog : NULL,
+                                     "hierarchical allreduce");
+        if (rc < 0)
+            return baton__fail_ctx(rc, "segment %zu of %zu across %d nodes: ", rs ? t + 1 : t, h->nseg, M);
+    }
+    if (ag) finish_segment(h, t - 1);
     return BATON_OK;
 }
 
 static void *net_thread(void *arg) {
     hier_pipe *h = arg;
-    for (size_t k = 0; k < h->nseg; k++) {
+    /* a message carries at most one chunk of each of two slices (a shorter segment's slice may be up to 64
+     * bytes longer than the first's: slices start 64-byte aligned) */
+    size_t most = (slice_len(h, 0) + 64) / (size_t)h->g.n + 1, wsz = baton_dtype_size(h->wdt);
+    uint8_t *sbuf = malloc(2 * most * wsz), *rbuf = malloc(2 * most * wsz);
+    int rc = sbuf && rbuf ? BATON_OK
+                          : baton__fail(BATON_ENOMEM, "allreduce: out of memory for the hierarchical messages");
+    for (size_t t = 0; rc == BATON_OK && t <= h->nseg; t++) {
         uint64_t t0 = baton__now_ns();
         pthread_mutex_lock(&h->mu);
-        while (h->given <= k && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
+        while (t < h->nseg && h->given <= t && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
         int stop = h->stop;
         pthread_mutex_unlock(&h->mu);
         if (stop) break;
         uint64_t t1 = baton__now_ns();
-        int rc = net_segment(h, k);
-        h->net_idle_ns += k ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
+        rc = net_tick(h, t, sbuf, rbuf);
+        h->net_idle_ns += t ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
         h->net_busy_ns += baton__now_ns() - t1;
         pthread_mutex_lock(&h->mu);
-        if (rc < 0) {
-            h->failed = rc;
-            snprintf(h->err, sizeof h->err, "%s", baton_last_error());
-        } else {
-            h->done = k + 1;
-        }
+        if (rc == BATON_OK && t >= 1) h->done = t;
         pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
-        if (rc < 0) break;
     }
+    if (rc < 0) {
+        pthread_mutex_lock(&h->mu);
+        h->failed = rc;
+        snprintf(h->err, sizeof h->err, "%s", baton_last_error());
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    free(sbuf);
+    free(rbuf);
     return NULL;
 }
 
