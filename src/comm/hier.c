@@ -9,7 +9,7 @@
  *      of the data; the finished slice is divided (AVG) or rounded to 16 bits once, here;
  *   3. all-gather of the finished slices inside the node (baton__shm_ag_slice).
  * Step 2 runs on a second thread, between steps 1 and 3 on the calling thread, which scatters up to
- * HIER_AHEAD segments ahead of the one it gathers: while the network works on segment k, shared memory
+ * 3 MiB of segments (3 to 16) ahead of the one it gathers: while the network works on segment k, shared memory
  * gathers what the network finished and scatters the next ones, so the node's link does not wait for
  * shared memory (not even when the calling thread loses its core for a few milliseconds). Each node's link carries 2(M-1)/M of the buffer (a flat ring over
  * K = M*L ranks: 2(K-1)/K). Across nodes the slices always go round a ring: recursive doubling over a
@@ -35,8 +35,11 @@
 
 enum {
     HIER_MIN_BYTES = 64 << 10,  /* below this the leaders' path (fewer, shorter messages) */
-    HIER_AHEAD = 3,             /* segments the scatter runs ahead of the gather */
-    HIER_SLOTS = HIER_AHEAD + 1,/* slices in flight: from the one being gathered to the one being scattered */
+    /* the scatter runs this many bytes of segments (at least 3, at most 16 segments) ahead of the gather */
+    HIER_AHEAD_BYTES = 3 << 20,
+    HIER_AHEAD_MIN = 3,
+    HIER_AHEAD_MAX = 16,
+    HIER_SLOTS_MAX = HIER_AHEAD_MAX + 1, /* slices in flight: from the one being gathered to the one being scattered */
 };
 
 /* ---- leaders' path --------------------------------------------------------------------------------- */
@@ -86,8 +89,9 @@ typedef struct {
     baton_op op, wop;       /* user op, and the one the partials combine with (SUM for AVG) */
     size_t count, seg;      /* elements, elements per segment */
     size_t nseg;
-    uint8_t *part[HIER_SLOTS];  /* my slice's partials (wdt) */
-    uint8_t *fin[HIER_SLOTS];   /* my finished slice (dt): part itself unless 16-bit */
+    size_t slots;               /* slices in flight: the segments ahead + 1 */
+    uint8_t *part[HIER_SLOTS_MAX];  /* my slice's partials (wdt) */
+    uint8_t *fin[HIER_SLOTS_MAX];   /* my finished slice (dt): part itself unless 16-bit */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t given, done;     /* segments handed to the network thread / finished by it */
@@ -113,7 +117,7 @@ static size_t slice_len(const hier_pipe *h, size_t k) {
 /* Segment k's slice is all-reduced across the nodes: divide (AVG) or round it to 16 bits once, here. */
 static void finish_segment(hier_pipe *h, size_t k) {
     size_t n = slice_len(h, k);
-    int s = (int)(k % HIER_SLOTS);
+    int s = (int)(k % h->slots);
     if (h->wdt != h->dt)
         baton__f32_to_16_avg((uint16_t *)h->fin[s], (const float *)h->part[s], n, h->dt,
                              h->op == BATON_AVG ? h->c->world : 1);
@@ -123,7 +127,7 @@ static void finish_segment(hier_pipe *h, size_t k) {
 
 /* Step 2 of segment k on its own (a buffer of one segment): all-reduce my slice across the nodes, finish it. */
 static int net_segment(hier_pipe *h, size_t k) {
-    int rc = baton__allreduce_ring(&h->g, h->part[k % HIER_SLOTS], h->part[k % HIER_SLOTS], slice_len(h, k), h->wdt,
+    int rc = baton__allreduce_ring(&h->g, h->part[k % h->slots], h->part[k % h->slots], slice_len(h, k), h->wdt,
                                    h->wop);
     if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
                                        h->nseg, h->g.n);
@@ -171,7 +175,7 @@ static int net_tick(hier_pipe *h, size_t t, uint8_t *sbuf, uint8_t *rbuf) {
     const size_t wsz = baton_dtype_size(h->wdt);
     const int ag = t >= 1, rs = t < h->nseg;
     const size_t nag = ag ? slice_len(h, t - 1) : 0, nrs = rs ? slice_len(h, t) : 0;
-    uint8_t *pag = ag ? h->part[(t - 1) % HIER_SLOTS] : NULL, *prs = rs ? h->part[t % HIER_SLOTS] : NULL;
+    uint8_t *pag = ag ? h->part[(t - 1) % h->slots] : NULL, *prs = rs ? h->part[t % h->slots] : NULL;
     for (int s = 0; s < M - 1; s++) {
         size_t ags_off = 0, ags_len = 0, agr_off = 0, agr_len = 0, rss_off = 0, rss_len = 0, rsr_off = 0, rsr_len = 0;
         if (ag) {
@@ -264,8 +268,13 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     size_t lo, hi;
     baton__shm_slice(h.seg < count ? h.seg : count, c->local_size, c->local_rank, dt, &lo, &hi);
     size_t maxslice = hi - lo + 64; /* slices of shorter segments are no longer (64-byte alignment slack) */
+    /* Scatter 3 MiB of segments ahead of the gather (3 to 16 segments; fewer when there are fewer). */
+    size_t ahead = HIER_AHEAD_BYTES / (h.seg * wsz);
+    ahead = ahead < HIER_AHEAD_MIN ? HIER_AHEAD_MIN : ahead > HIER_AHEAD_MAX ? HIER_AHEAD_MAX : ahead;
+    if (ahead > h.nseg - 1) ahead = h.nseg - 1;
+    h.slots = ahead + 1;
     int rc = BATON_OK;
-    for (int s = 0; s < HIER_SLOTS; s++) {
+    for (size_t s = 0; s < h.slots; s++) {
         h.part[s] = malloc(maxslice * wsz);
         h.fin[s] = h.wdt != dt ? malloc(maxslice * esz) : h.part[s];
         if (!h.part[s] || !h.fin[s]) rc = baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");
@@ -282,10 +291,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
      * `ahead` segments queued, so a calling thread that loses its core for a while (more ranks than cores)
      * does not stall the link. The schedule depends on nothing but the segment count (without the thread the
      * network steps run in line, right after the scatter). One segment: scatter, network, gather. */
-    const size_t ahead = h.nseg > 1 ? HIER_AHEAD : 0;
     for (size_t k = 0; rc == BATON_OK && k < h.nseg + ahead; k++) {
         if (k < h.nseg) {
-            rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % HIER_SLOTS],
+            rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % h.slots],
                                      deadline);
             if (rc < 0) break;
             if (threaded)
@@ -296,7 +304,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
         if (k >= ahead) {
             size_t j = k - ahead;
             if (threaded && (rc = await(&h, j)) < 0) break;
-            rc = baton__shm_ag_slice(c, u++, h.fin[j % HIER_SLOTS], out + j * h.seg * esz, seg_len(&h, j), dt,
+            rc = baton__shm_ag_slice(c, u++, h.fin[j % h.slots], out + j * h.seg * esz, seg_len(&h, j), dt,
                                      deadline);
         }
     }
@@ -313,7 +321,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     c->big_chunks += u;
     pthread_cond_destroy(&h.cv);
     pthread_mutex_destroy(&h.mu);
-    for (int s = 0; s < HIER_SLOTS; s++) {
+    for (size_t s = 0; s < h.slots; s++) {
         if (h.fin[s] != h.part[s]) free(h.fin[s]);
         free(h.part[s]);
     }
