@@ -1,7 +1,7 @@
 /* hier.c: hierarchical all-reduce across nodes (docs/algorithms.md, docs/cluster.md).
  *
  * Pipelined (every node has the same number L of local ranks, and the buffer is at least HIER_MIN_BYTES):
- * the buffer is cut into segments of 1 MiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
+ * the buffer is cut into segments of 512 KiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
  *   1. reduce-scatter inside the node over shared memory: local rank l holds slice l of the segment,
  *      reduced over its node (baton__shm_rs_slice; 16-bit dtypes as f32 partials);
  *   2. every local rank ring-all-reduces its slice with the ranks of the same local index on the other
