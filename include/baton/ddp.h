@@ -149,10 +149,11 @@ int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt);
  * of the all-gather / the norm's all-reduce (the communicator is then unusable). *norm (may be NULL) gets
  * the global gradient norm before clipping, the same on every rank. */
 int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, float *norm);
-/* Bytes per rank: parameters, gradients (the gradient slab backward writes), reduced gradients the rank keeps
- * (its shard at stage 2, else the slab), optimizer state. */
+/* Bytes per rank: parameters; gradients = the reduced gradients the rank keeps (its shard at stage 2, else the
+ * whole slab) + staging (stage 2: the bucket slots backward writes into and the reduction reads, about two of
+ * the largest bucket; else the 16-bit wire copy of the slab, if any); optimizer state. */
 typedef struct {
-    uint64_t param_bytes, grad_bytes, grad_reduced_bytes, optim_bytes;
+    uint64_t param_bytes, grad_bytes, grad_reduced_bytes, grad_staging_bytes, optim_bytes;
 } baton_ddp_memory;
 void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out);
 
