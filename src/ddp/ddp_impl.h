@@ -61,6 +61,8 @@ struct baton_ddp {
     size_t slot_n;               /* floats per slot: the largest bucket, rounded up to 16 */
     int nslots;
     int *slot_bucket;            /* [nslots] the bucket bound to each slot this backward, or -1 */
+    long *fixed_at;              /* [nb] small buckets: their own place in stage after the slots, or -1 */
+    size_t fixed_n;              /* floats of those places */
     float **bucket_buf;          /* [nb] each bucket's staging this backward, or NULL (not bound yet) */
     uint16_t **bucket_wire;      /* [nb] its 16-bit staging */
     float **overflow;            /* [nb] private staging of a bucket that found every slot held by a bucket */

@@ -61,14 +61,17 @@ static void zero2_need(void *ctx, int param) {
     int k = d->bucket_of[param];
     if (d->bucket_buf[k]) return;
     int s = -1;
-    for (int i = 0; i < d->nslots && s < 0; i++)
+    for (int i = 0; i < d->nslots && s < 0 && d->fixed_at[k] < 0; i++)
         if (d->slot_bucket[i] < 0) s = i;
-    if (s < 0)
+    if (s < 0 && d->fixed_at[k] < 0)
         for (int i = 0; i < d->nslots; i++)
             if (d->slot_bucket[i] < d->next_launch && (s < 0 || d->slot_bucket[i] < d->slot_bucket[s])) s = i;
     float *buf;
     uint16_t *wire = NULL;
-    if (s >= 0) {
+    if (d->fixed_at[k] >= 0) {   /* a small bucket keeps its own place */
+        buf = d->stage + d->fixed_at[k];
+        if (d->stage_wire) wire = d->stage_wire + d->fixed_at[k];
+    } else if (s >= 0) {
         if (d->slot_bucket[s] >= 0) baton__wait_done(d, d->slot_bucket[s] + 1);
         d->slot_bucket[s] = k;
         buf = d->stage + (size_t)s * d->slot_n;
@@ -111,6 +114,20 @@ int baton__zero2_init(baton_ddp *d) {
         if (d->b[k].hi - d->b[k].lo > big) big = d->b[k].hi - d->b[k].lo;
     d->slot_n = (big + 15) & ~(size_t)15;
     d->nslots = d->nb < ZERO2_SLOTS ? d->nb : ZERO2_SLOTS;
+    d->fixed_at = malloc((size_t)d->nb * sizeof(long));
+    if (!d->fixed_at) return baton__fail(BATON_ENOMEM, "zero: out of memory for the gradient shard");
+    /* Buckets of at most 1/8 of a slot (biases between two big weights, the small last layer) keep places of
+     * their own after the slots, up to one slot in all: a node writing a bias and a big weight of different
+     * buckets would otherwise wait for a whole slot to be reduced before it starts. */
+    d->fixed_n = 0;
+    for (int k = 0; k < d->nb; k++) {
+        size_t n = (d->b[k].hi - d->b[k].lo + 15) & ~(size_t)15;
+        d->fixed_at[k] = -1;
+        if (d->nb > d->nslots && n <= d->slot_n / 8 && d->fixed_n + n <= d->slot_n) {
+            d->fixed_at[k] = (long)((size_t)d->nslots * d->slot_n + d->fixed_n);
+            d->fixed_n += n;
+        }
+    }
     d->gshard = zalloc64(len * sizeof(float));
     d->slot_bucket = malloc((size_t)d->nslots * sizeof(int));
     d->bucket_buf = calloc((size_t)d->nb, sizeof(float *));
@@ -129,9 +146,10 @@ int baton__zero2_init(baton_ddp *d) {
         if (j + 1 > d->pend[k]) d->pend[k] = j + 1;
     }
     /* Collective (the same sizes on every rank, in the same order). */
-    d->stage = stage_alloc(d, (size_t)d->nslots * d->slot_n * sizeof(float), &d->stage_shm);
+    size_t total = (size_t)d->nslots * d->slot_n + d->fixed_n;
+    d->stage = stage_alloc(d, total * sizeof(float), &d->stage_shm);
     if (d->stage && d->cfg.grad_dtype != BATON_F32)
-        d->stage_wire = stage_alloc(d, (size_t)d->nslots * d->slot_n * sizeof(uint16_t), &d->stage_wire_shm);
+        d->stage_wire = stage_alloc(d, total * sizeof(uint16_t), &d->stage_wire_shm);
     if (!d->stage || (d->cfg.grad_dtype != BATON_F32 && !d->stage_wire))
         return baton__fail(BATON_ENOMEM, "zero: out of memory for %d gradient staging slots of %zu floats", d->nslots,
                            d->slot_n);
@@ -162,6 +180,7 @@ void baton__zero_free(baton_ddp *d) {
     free(d->overflow);
     free(d->overflow_wire);
     free(d->slot_bucket);
+    free(d->fixed_at);
     free(d->bucket_buf);
     free(d->bucket_wire);
     free(d->pfirst);
@@ -250,7 +269,7 @@ void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_
     out->param_bytes = (uint64_t)n * sizeof(float);
     if (d->z2) {
         out->grad_reduced_bytes = (uint64_t)(d->shard_hi - d->shard_lo) * sizeof(float);
-        out->grad_staging_bytes = (uint64_t)d->nslots * d->slot_n * (sizeof(float) + wire) + d->overflow_bytes;
+        out->grad_staging_bytes = ((uint64_t)d->nslots * d->slot_n + d->fixed_n) * (sizeof(float) + wire) + d->overflow_bytes;
     } else {   /* the whole slab backward writes and the reduction averages in place (+ its 16-bit copy) */
         out->grad_reduced_bytes = (uint64_t)n * sizeof(float);
         out->grad_staging_bytes = (uint64_t)n * wire;
