@@ -66,9 +66,9 @@ static int unscale32(float *g, size_t n, float post) {
     return acc != acc;
 }
 
-/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. ZeRO-2:
- * reduces only into the part of the bucket [a, b) that lies in this rank's shard (the rest keeps this rank's
- * own unreduced gradient, which nothing reads). */
+/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. ZeRO-2: the
+ * bucket is in its staging (zero.c); only the part [a, b) that lies in this rank's shard is reduced, and it
+ * goes into the rank's shard of the reduced gradient (added from the second micro-batch of a step on). */
 static int run_bucket(baton_ddp *d, int k, int track) {
     bucket *bk = &d->b[k];
     float *g = d->z2 ? d->bucket_buf[k] : baton_params_grad(d->params) + bk->lo;
