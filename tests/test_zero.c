@@ -45,22 +45,9 @@ static double field(const char *json, const char *key) {
     return atof(p + strlen(pat));
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    ASSERT_TRUE(f != NULL);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ASSERT_EQ_INT(fread(b, 1, (size_t)n, f), n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static int same_bytes(const char *a, const char *b) {
     size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    char *x = th_slurp(a, &la), *y = th_slurp(b, &lb);
     int same = la == lb && !memcmp(x, y, la);
     free(x);
     free(y);
@@ -155,6 +142,28 @@ TEST_T(zero2_recycled_staging_equals_plain_dp_3_ranks, 300) {
     zero_vs_plain("", 3, ADAMW_CLIP " --hidden 512,512,512,512 --bucket-mb 0.02", 4, 0, NULL);
 }
 
+/* `baton plan memory --ranks 4 --zero z PLAN_FLAGS` for the run's parameter count predicts, for z = 0, 1, 2,
+ * the bytes per rank each run j[z] reports within 5 %: parameters, gradients (kept + staging), the reduced
+ * gradients, the staging and the optimizer state. */
+static void plan_predicts(char *const j[3], const char *plan_flags) {
+    static const char *const pairs[5][2] = {{"params_bytes", "param_bytes"}, {"grads_bytes", "grad_bytes"},
+                                            {"grad_reduced_bytes", "grad_reduced_bytes"},
+                                            {"grad_staging_bytes", "grad_staging_bytes"}, {"optimizer_bytes", "optim_bytes"}};
+    for (int z = 0; z < 3; z++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s plan memory --params %.0f --ranks 4 --zero %d %s --json", th_baton(),
+                 field(j[z], "params"), z, plan_flags);
+        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 0);
+        for (int k = 0; k < 5; k++) {
+            double want = field(j[z], pairs[k][1]), got = field(out, pairs[k][0]);
+            if (fabs(got - want) > 0.05 * want)
+                fprintf(stderr, "  zero %d: plan %s %.0f vs run %s %.0f\n", z, pairs[k][0], got, pairs[k][1], want);
+            ASSERT_TRUE(fabs(got - want) <= 0.05 * want);
+        }
+        free(out);
+    }
+}
+
 /* 4 ranks (small buckets, so buckets straddle the shards): exact as above, and the bytes per rank in the JSON:
  * the optimizer state is sharded four ways at both stages, the reduced gradients four ways at stage 2. */
 TEST_T(zero_equals_plain_dp_4_ranks_memory, 300) {
@@ -180,28 +189,15 @@ TEST_T(zero_equals_plain_dp_4_ranks_memory, 300) {
     ASSERT_NEAR(field(j[2], "grad_bytes"), field(j[2], "grad_reduced_bytes") + params, 0);
     /* baton plan's memory model predicts each stage's bytes per rank within 5 % of what the run reports
      * (stage 2's gradients: the shard and the staging, given the bucket cap and the largest tensor) */
-    for (int z = 0; z < 3; z++) {
-        char cmd[512], *out = NULL;
-        snprintf(cmd, sizeof cmd, "%s plan memory --params %.0f --ranks 4 --zero %d --bucket-mb 0.02 --json", th_baton(),
-                 field(j[z], "params"), z);
-        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 0);
-        static const char *const pairs[4][2] = {{"params_bytes", "param_bytes"}, {"grads_bytes", "grad_bytes"},
-                                                {"grad_reduced_bytes", "grad_reduced_bytes"}, {"optimizer_bytes", "optim_bytes"}};
-        for (int k = 0; k < 4; k++) {
-            double want = field(j[z], pairs[k][1]), got = field(out, pairs[k][0]);
-            if (fabs(got - want) > 0.05 * want) fprintf(stderr, "  zero %d: plan %s %.0f vs run %s %.0f\n", z, pairs[k][0], got, pairs[k][1], want);
-            ASSERT_TRUE(fabs(got - want) <= 0.05 * want);
-        }
-        free(out);
-    }
+    plan_predicts(j, "--bucket-mb 0.02");
     for (int z = 0; z < 3; z++) free(j[z]);
 }
 
 /* Stage 2 keeps no whole gradient slab: on 4 ranks, with five layers of about 1 Mi floats in buckets of one
  * tensor each, a rank's gradient memory is its quarter of the reduced gradient plus two staging slots of the
  * largest bucket (a 1024 x 1024 weight) and the small buckets' own places, less than the whole slab plain DP
- * and stage 1 keep; the optimizer
- * state is a quarter at both stages; `baton plan memory` predicts every figure within 5 %. */
+ * and stage 1 keep; the optimizer state is a quarter at both stages; `baton plan memory` predicts every figure
+ * within 5 %. */
 TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
     char *j[3];
     for (int z = 0; z < 3; z++) {
@@ -225,20 +221,7 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
             "%.0f MiB\n", params / 1048576, field(j[2], "grad_bytes") / 1048576, field(j[2], "grad_reduced_bytes") / 1048576,
             2 * slot / 1048576, field(j[0], "peak_rss_bytes") / 1048576, field(j[1], "peak_rss_bytes") / 1048576,
             field(j[2], "peak_rss_bytes") / 1048576);
-    for (int z = 0; z < 3; z++) {
-        char cmd[512], *out = NULL;
-        snprintf(cmd, sizeof cmd, "%s plan memory --params %.0f --ranks 4 --zero %d --bucket-mb 0.02 --largest-param %d "
-                 "--json", th_baton(), field(j[z], "params"), z, 1024 * 1024);
-        ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 0);
-        static const char *const pairs[3][2] = {{"grads_bytes", "grad_bytes"}, {"grad_staging_bytes", "grad_staging_bytes"},
-                                                {"optimizer_bytes", "optim_bytes"}};
-        for (int k = 0; k < 3; k++) {
-            double want = field(j[z], pairs[k][1]), got = field(out, pairs[k][0]);
-            if (fabs(got - want) > 0.05 * want) fprintf(stderr, "  zero %d: plan %s %.0f vs run %s %.0f\n", z, pairs[k][0], got, pairs[k][1], want);
-            ASSERT_TRUE(fabs(got - want) <= 0.05 * want);
-        }
-        free(out);
-    }
+    plan_predicts(j, "--bucket-mb 0.02 --largest-param 1048576");
     for (int z = 0; z < 3; z++) free(j[z]);
 }
 
