@@ -108,6 +108,9 @@ static void *stage_alloc(baton_ddp *d, size_t bytes, int *shm) {
 }
 
 int baton__zero2_init(baton_ddp *d) {
+    if (!d->tape)
+        return baton__fail(BATON_EINVAL, "zero: stage 2 needs the tape (backward binds each bucket's staging "
+                           "through its need hook); pass it to baton_ddp_new");
     d->z2 = 1;
     size_t len = d->shard_hi - d->shard_lo, big = 0;
     for (int k = 0; k < d->nb; k++)
