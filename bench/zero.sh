@@ -15,6 +15,7 @@ make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null
 TMP=$(mktemp -d)
 export TMPDIR="$TMP"   # the runs' metrics land here, removed at exit
 trap 'rm -rf "$TMP"' EXIT
+trap 'exit 1' INT TERM HUP
 ARGS="--data synthetic --train-samples 4096 --hidden 4096,4096,4096,4096 --optim adamw --batch 16 --threads 1 \
 --steps $STEPS --warmup 0 --json"
 one() {   # STAGE
