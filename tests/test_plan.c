@@ -169,6 +169,11 @@ TEST(memory_per_rank_adamw_and_zero) {
     ASSERT_NEAR(m.total_B, 4e9 + 0.5e9 + 1e9, 0);
     m = baton__model_memory(10, 3, 1); /* shards of 4, 3, 3 elements: the largest counts */
     ASSERT_NEAR(m.optim_B, 32, 0);
+    /* ZeRO-2 staging: two slots of the largest bucket (a 4096 x 4096 weight over the 25 MiB cap), of the cap
+     * when no tensor exceeds it, of the whole model when it is one bucket (at most 1 MiB) */
+    ASSERT_NEAR(baton__model_zero2_staging(53.5e6, 25, 4096.0 * 4096), 2.0 * 4 * 4096 * 4096, 0);
+    ASSERT_NEAR(baton__model_zero2_staging(53.5e6, 25, 0), 2.0 * 25 * 1048576, 0);
+    ASSERT_NEAR(baton__model_zero2_staging(1000, 25, 0), 4.0 * 1008, 0);
 }
 
 /* ---- bad input -------------------------------------------------------------------------------------- */

@@ -91,5 +91,13 @@ baton_model_memory baton__model_memory(double params, int ranks, int zero) {
     m.grads_B = 4.0 * (zero >= 2 ? shard : params);
     m.optim_B = 8.0 * (zero >= 1 ? shard : params);
     m.total_B = m.params_B + m.grads_B + m.optim_B;
+    m.staging_B = 0;
     return m;
+}
+
+double baton__model_zero2_staging(double params, double bucket_mb, double largest_param) {
+    if (params * 4.0 <= 1048576.0) return 4.0 * 16.0 * ceil(params / 16.0);   /* one bucket (the first's 1 MiB cap): one slot */
+    double cap = floor(bucket_mb * 1048576.0 / 4.0), big = largest_param > cap ? largest_param : cap;
+    if (big > params) big = params;
+    return 2.0 * 4.0 * 16.0 * ceil(big / 16.0);   /* slots hold whole 16-float (64-byte) lines */
 }

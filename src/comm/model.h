@@ -70,7 +70,14 @@ double baton__model_sqrt_efficiency(double c, int ranks);
  * ranks; 2: gradients too. A shard is ceil(params / ranks) elements (contiguous, within one element). */
 typedef struct {
     double params_B, grads_B, optim_B, total_B;
+    double staging_B;       /* part of grads_B: gradient staging (0 here; see baton__model_zero2_staging) */
 } baton_model_memory;
 baton_model_memory baton__model_memory(double params, int ranks, int zero);
+/* baton's ZeRO-2 (src/ddp/zero.c) stages the buckets backward writes in two slots of the largest bucket: a
+ * bucket closes below bucket_mb unless one parameter alone exceeds it, so the largest bucket is at most
+ * max(bucket_mb, largest_param) (and at most the model). Bytes of both slots (f32); exact when the largest
+ * bucket is one parameter of at least bucket_mb, an upper bound otherwise (largest_param 0: unknown). A model
+ * of at most 1 MiB is one bucket (the first bucket's cap): one slot. */
+double baton__model_zero2_staging(double params, double bucket_mb, double largest_param);
 
 #endif
