@@ -5,7 +5,8 @@
 # medians over rounds; a table with the error of each cell, the spread of its rounds (slowest / fastest:
 # the machine's noise), and how many cells are within 25 %.
 #   Usage: sh bench/plan_vs_measured.sh [CALIBRATION.json]   (none: calibrate first, into a temporary file)
-#   Env: ROUNDS (3), RANKS ("2 4"), TRANSPORTS ("shm tcp"), MIN (1M), MAX (16M), BUILD (build)
+#   Env: ROUNDS (3), RANKS ("2 4"), TRANSPORTS ("shm tcp"), MIN (1M), MAX (16M), BUILD (build),
+#        RAW (a file to keep every measured row in: transport ranks algo bytes us)
 # Wrap it in `flock /tmp/baton-bench.lock` on a shared machine.
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3}
@@ -37,6 +38,7 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "${RAW:-}" ] && cp "$T/meas" "$RAW"
 "$PY" - "$T/meas" "$CAL" "$B" <<'PYEOF'
 import json, statistics, subprocess, sys
 meas, cal, baton = sys.argv[1:4]

@@ -126,11 +126,20 @@ TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
                     baton_link_params inter = {lat, 12.5e9};
                     baton_model_time h = baton__model_hier(bytes, m, l, intra, inter);
                     baton_model_time f = baton__model_flat_ring_cluster(bytes, m, l, intra, inter);
-                    /* by the formulas: hier pays M-1 inter steps on the whole buffer, flat 2(ML-1) inter
-                     * latencies on 1/(ML) slices */
-                    double hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
-                                  2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
-                    if (l == 1) hier -= 2 * intra.lat_s;
+                    /* by the formulas: below 64 KiB (or one rank per node) the leaders pay M-1 inter steps
+                     * on the whole buffer; from 64 KiB the pipeline runs its slower stage once per 1 MiB
+                     * segment and the faster one once; flat pays 2(ML-1) inter latencies on 1/(ML) slices */
+                    double hier;
+                    if (bytes < 65536 || l == 1) {
+                        hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
+                               2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
+                        if (l == 1) hier -= 2 * intra.lat_s;
+                    } else {
+                        double nseg = ceil(bytes / 1048576.0), s = bytes / nseg;
+                        double net = 2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * s / inter.bw_Bps;
+                        double shm = 2 * intra.lat_s + 2.0 * (l - 1) / l * s / intra.bw_Bps;
+                        hier = nseg * fmax(net, shm) + fmin(net, shm);
+                    }
                     int k = m * l;
                     double flat = 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * bytes / inter.bw_Bps;
                     ASSERT_NEAR(h.total_s, hier, 1e-12 * hier + 1e-15);
