@@ -256,6 +256,66 @@ TEST(tuning_fit_recovers_a_line_and_splits_two_regimes) {
     baton__tuning_free(&t);
 }
 
+TEST(tuning_fit_ignores_a_stall_slower_than_a_bigger_size) {
+    /* 1 GB/s and 20 us; the 256 KiB point stalled to 80 ms (slower than 16 MiB): fitted, it would make
+     * its own line and predict the stall; clipped to the bigger sizes' times it leaves the line intact */
+    baton_tuning t = {0};
+    for (double x = 4; x <= 16777216; x *= 2)
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_SHM, BATON_ALGO_RING, 2, x, x == 262144 ? 80e-3 : 20e-6 + 1e-9 * x));
+    ASSERT_OK(baton__tuning_fit(&t));
+    double s, prev = 0;
+    for (double x = 4; x <= 16777216; x *= 2) {
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_RING, 2, x, &s));
+        ASSERT_TRUE(s >= prev); /* never faster for more bytes */
+        ASSERT_TRUE(s <= 1.10 * (20e-6 + 1e-9 * 2 * x)); /* at most the next size's time, never the stall */
+        if (x >= 1048576) ASSERT_NEAR(s, 20e-6 + 1e-9 * x, 0.02 * s);
+        prev = s;
+    }
+    /* the measured point itself is kept as measured */
+    int kept = 0;
+    for (int i = 0; i < t.npoints; i++) kept += t.points[i].bytes == 262144 && t.points[i].secs == 80e-3;
+    ASSERT_EQ_INT(kept, 1);
+    baton__tuning_free(&t);
+}
+
+TEST(tuning_scales_an_unmeasured_world_by_the_cpu_share) {
+    /* measured on 2 ranks of a 2-CPU machine: 4 ranks get half a CPU each, so the model's 2 -> 4 ratio
+     * (ring: 2(K-1) alpha + 2(K-1)/K n / beta) doubles; on 8 CPUs it does not */
+    for (int cpus = 2; cpus <= 8; cpus += 6) {
+        baton_tuning t = {0};
+        t.cpus = cpus;
+        for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, x, 2e-6 + 1e-9 * x));
+        ASSERT_OK(baton__tuning_fit(&t));
+        ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+        ASSERT_NEAR(baton__tuning_cpu_share(&t, BATON_LINK_TCP, 4), cpus == 2 ? 2.0 : 1.0, 0);
+        ASSERT_NEAR(baton__tuning_cpu_share(&t, BATON_LINK_NET, 4), 1.0, 0);
+        double s2, s4;
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 16e6, &s2));
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, 16e6, &s4));
+        ASSERT_NEAR(s4 / s2, (cpus == 2 ? 2.0 : 1.0) * (6e-6 + 1.5 * 16e-3) / (2e-6 + 16e-3), 1e-3);
+        /* the file keeps the CPU count */
+        char *j = baton__tuning_to_json(&t);
+        baton_tuning u;
+        ASSERT_OK(baton__tuning_parse(j, strlen(j), &u));
+        ASSERT_EQ_INT(u.cpus, cpus);
+        free(j);
+        baton__tuning_free(&u);
+        baton__tuning_free(&t);
+    }
+    /* the link fit divides the share out: 4 ranks on 2 CPUs measuring twice the model give the same link */
+    baton_tuning t = {0};
+    t.cpus = 2;
+    for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, x, 2 * (6e-6 + 1.5e-9 * x)));
+    ASSERT_OK(baton__tuning_fit(&t));
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].bw_Bps, 1e9, 1e6);
+    baton_tuning u;
+    const char *bad = "{\"version\":1,\"cpus\":0,\"links\":[],\"fits\":[],\"points\":[]}";
+    ASSERT_TRUE(baton__tuning_parse(bad, strlen(bad), &u) == BATON_EFORMAT);
+    ASSERT_CONTAINS(baton_last_error(), "cpus");
+    baton__tuning_free(&t);
+}
+
 TEST(tuning_file_round_trips_private_and_refuses_bad_fields) {
     baton_tuning t = {0};
     for (double x = 4; x <= 1e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 3, x, 1e-6 + 1e-10 * x));
