@@ -276,6 +276,16 @@ TEST(tuning_fit_ignores_a_stall_slower_than_a_bigger_size) {
     for (int i = 0; i < t.npoints; i++) kept += t.points[i].bytes == 262144 && t.points[i].secs == 80e-3;
     ASSERT_EQ_INT(kept, 1);
     baton__tuning_free(&t);
+    /* across nodes a slow middle is kept (hier on the simulated cluster: 1 MiB 90 ms, 4 MiB 45 ms, every round) */
+    baton_tuning n = {0};
+    double xs[] = {262144, 1048576, 4194304, 16777216}, ys[] = {22e-3, 100e-3, 45e-3, 142e-3};
+    for (int i = 0; i < 4; i++) ASSERT_OK(baton__tuning_add(&n, BATON_LINK_NET, BATON_ALGO_HIER, 4, xs[i], ys[i]));
+    ASSERT_OK(baton__tuning_fit(&n));
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(baton__tuning_predict(&n, BATON_LINK_NET, BATON_ALGO_HIER, 4, xs[i], &s));
+        ASSERT_NEAR(s, ys[i], 0.10 * ys[i]);
+    }
+    baton__tuning_free(&n);
 }
 
 TEST(tuning_scales_an_unmeasured_world_by_the_cpu_share) {
@@ -462,6 +472,28 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused("calibrate --max-bytes nan", "--max-bytes");
     refused("calibrate --transports ib", "--transports");
     refused("calibrate --ranks 1", "--ranks");
+    snprintf(cmd, sizeof cmd, "calibrate --refit %s/nope.json", th_tmpdir());
+    refused(cmd, "--refit");
+    /* --refit fits the same points again: the same predictions, no measuring */
+    snprintf(cmd, sizeof cmd, "calibrate --refit %s/c.json --out %s/r.json", th_tmpdir(), th_tmpdir());
+    o = plan(cmd, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "Refitted");
+    free(o);
+    baton_tuning a, b;
+    snprintf(cmd, sizeof cmd, "%s/c.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_load(cmd, &a));
+    snprintf(cmd, sizeof cmd, "%s/r.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_load(cmd, &b));
+    ASSERT_EQ_INT(a.npoints, b.npoints);
+    ASSERT_EQ_INT(a.cpus, b.cpus);
+    ASSERT_TRUE(a.cpus >= 1);
+    double pa, pb;
+    ASSERT_OK(baton__tuning_predict(&a, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 64, &pa));
+    ASSERT_OK(baton__tuning_predict(&b, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 64, &pb));
+    ASSERT_NEAR(pa, pb, 1e-12);
+    baton__tuning_free(&a);
+    baton__tuning_free(&b);
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/nope.json --ranks 2 --bytes 64", th_tmpdir());
     refused(cmd, "--calibrated");
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());

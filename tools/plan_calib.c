@@ -216,6 +216,17 @@ static void describe_machine(char *out, size_t n, double load0) {
     snprintf(out, n, "%s, %ld CPUs, load average %.1f -> %.1f, %s", cpu, sysconf(_SC_NPROCESSORS_ONLN), load0, load1, when);
 }
 
+/* --refit: the points of FILE fitted again with this version's fitting, written to OUT. */
+static int refit_file(const char *sub, const char *file, const char *out) {
+    baton_tuning t;
+    if (baton__tuning_load(file, &t) < 0) return plan_error(sub, "--refit: %s", baton_last_error()), 2;
+    int rc = baton__tuning_fit(&t) < 0 || baton__tuning_save(out, &t) < 0;
+    if (rc) plan_error(sub, "--refit: %s", baton_last_error());
+    else printf("Refitted %d points of %s into %d lines, written to %s\n", t.npoints, file, t.nfits, out);
+    baton__tuning_free(&t);
+    return rc;
+}
+
 #define CAL_MAX_CELLS 64
 #define CAL_SIZES 40
 #define CAL_ROUNDS 16
@@ -227,6 +238,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
     int net_ranks = 0;
     double max_bytes = 16 << 20, timeout = 300;
     int rounds = 3, json = 0;
+    const char *refit = NULL;
     plan_flag flags[] = {
         {"--ranks", 'k', 2, 64, &ranks, "world sizes to measure (default 2,4)"},
         {"--transports", 's', 0, 0, &transports, "links to measure: shm, tcp, net (default shm,tcp)"},
@@ -238,10 +250,13 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
+        {"--refit", 's', 0, 0, &refit, "FILE: fit an existing calibration's measured points again (no measuring) "
+                                       "and write it to --out (default: FILE itself)"},
     };
     int nf = (int)(sizeof flags / sizeof flags[0]), seen[16];
     int rc = plan_parse(sub, argc, argv, flags, nf, seen);
     if (rc) return rc > 0 ? 0 : 2;
+    if (refit) return refit_file(sub, refit, out ? out : refit);
     int links[BATON_LINK_COUNT], nl = 0;
     char tbuf[64];
     if (strlen(transports) >= sizeof tbuf) return plan_error(sub, "bad value '%s' for --transports: expected a list of shm, tcp, net", transports), 2;

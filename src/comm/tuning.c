@@ -131,10 +131,11 @@ int baton__tuning_fit(baton_tuning *t) {
             }
             x[m] = t->points[g1].bytes, y[m] = t->points[g1].secs, m++;
         }
-        /* A bigger all-reduce with the same algorithm never takes less time; a point slower than a bigger
-         * size's is a stall the machine added (a descheduled rank, a late wake-up), not the algorithm: it
-         * is fitted at the bigger size's time. Stalls only ever add time, so this removes noise one way. */
-        for (int k = m - 2; k >= 0; k--)
+        /* On one node a bigger all-reduce with the same algorithm never takes less time; a point slower
+         * than a bigger size's is a stall the machine added (a descheduled rank, a late wake-up), not the
+         * algorithm: it is fitted at the bigger size's time. Not across nodes: there the network's own
+         * behaviour can make a size reproducibly slower than a bigger one (docs/plan.md). */
+        for (int k = m - 2; k >= 0 && g->link != BATON_LINK_NET; k--)
             if (y[k] > y[k + 1]) y[k] = y[k + 1];
         /* greedy ranges: grow while one line still predicts every point within FIT_TOL */
         for (int i = 0; i < m && rc >= 0;) {
