@@ -154,10 +154,12 @@ TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
     char *o = plan("compare --bytes 8192 --nodes 4 --ranks-per-node 8 --bw-gbs 12.5 --lat-us 50 --intra-bw-gbs 300 --intra-lat-us 1", &rc);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(o, "hierarchical is faster");
+    ASSERT_CONTAINS(o, "hierarchical (leaders, bcast)"); /* 8 KiB: below the pipeline's 64 KiB */
     free(o);
     o = plan("compare --bytes 2e9 --nodes 4 --ranks-per-node 4 --bw-gbs 12.5 --lat-us 5 --intra-bw-gbs 1 --intra-lat-us 1", &rc);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(o, "flat is faster");
+    ASSERT_CONTAINS(o, "hierarchical (pipelined)");
     free(o);
 }
 
