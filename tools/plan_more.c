@@ -269,7 +269,7 @@ int plan_cmd_compare(int argc, char **argv) {
     printf("All-reduce of %s over %d nodes x %d ranks (inside a node %g GB/s, %g us; across %g GB/s, %g us)\n\n",
            plan_bytes(bytes, b1, sizeof b1), nodes, rpn, ibw, ilat, bw, lat);
     printf("%-36s %12s %12s %12s\n", "", "total", "latency", "bandwidth");
-    printf("%-36s %12s %12s %12s\n", "hierarchical (direct, ring, bcast)", plan_secs(h.total_s, b1, sizeof b1),
+    printf("%-36s %12s %12s %12s\n", bytes < BATON_MODEL_HIER_MIN_BYTES || rpn < 2 ? "hierarchical (leaders, bcast)" : "hierarchical (pipelined)", plan_secs(h.total_s, b1, sizeof b1),
            plan_secs(h.lat_s, b2, sizeof b2), plan_secs(h.bw_s, b3, sizeof b3));
     printf("%-36s %12s %12s %12s\n", "flat ring over all ranks", plan_secs(f.total_s, b1, sizeof b1),
            plan_secs(f.lat_s, b2, sizeof b2), plan_secs(f.bw_s, b3, sizeof b3));
