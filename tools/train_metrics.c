@@ -180,7 +180,8 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         return;
     }
     long lo = n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0;
-    double *tmp = malloc((size_t)n * sizeof *tmp), *comp = malloc((size_t)world * 4 * sizeof *comp);
+    /* tmp holds one rank's steps, or one value per rank */
+    double *tmp = malloc((size_t)(n > world ? n : world) * sizeof *tmp), *comp = malloc((size_t)world * 4 * sizeof *comp);
     if (!tmp || !comp) {
         free(tmp);
         free(comp);

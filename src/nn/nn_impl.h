@@ -70,6 +70,8 @@ struct baton_tape {
     int cap_params;
     baton_grad_hook hook;
     void *hook_ctx;
+    baton_grad_hook need;    /* before a parameter's first gradient write of a backward (ZeRO-2 staging) */
+    void *need_ctx;
     int gemm;                /* baton_gemm_backend of the transformer ops (gemm.c) */
     unsigned stamp;          /* incremented by every reset: a bf16 weight copy is fresh if its stamp matches */
     uint16_t **wbf;          /* per parameter: bf16 copy of its data, or NULL (allocated on first use) */

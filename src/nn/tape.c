@@ -125,6 +125,11 @@ void baton_tape_set_grad_hook(baton_tape *t, baton_grad_hook hook, void *ctx) {
     t->hook_ctx = ctx;
 }
 
+void baton_tape_set_grad_need_hook(baton_tape *t, baton_grad_hook hook, void *ctx) {
+    t->need = hook;
+    t->need_ctx = ctx;
+}
+
 baton_node *baton__tape_push(baton_tape *t, int op) {
     if (t->n_nodes == t->cap_nodes) {
         int cap = t->cap_nodes ? t->cap_nodes * 2 : 64;
@@ -179,6 +184,7 @@ baton_tensor *baton_tape_input(baton_tape *t, int ndim, const int *shape, float 
 static void param_final(baton_tape *t, int p) {
     baton_tensor *w = baton_params_tensor(t->params, p);
     if (!w->grad_full) {
+        if (t->need) t->need(t->need_ctx, p);
         memset(w->grad, 0, w->n * sizeof(float));
         w->grad_full = 1;
     }
@@ -199,7 +205,14 @@ void baton_tape_backward(baton_tape *t, baton_tensor *loss, float scale) {
     loss->base->grad_full = 1;
     for (int j = t->n_nodes - 1; j >= 0; j--) {
         baton_node *n = &t->nodes[j];
-        if (n->out->grad && n->out->base->grad_full) op_backward[n->op](t, n);
+        if (n->out->grad && n->out->base->grad_full) {
+            if (t->need)   /* parameters this node writes for the first time get their memory now */
+                for (int k = 0; k < BATON_NODE_INPUTS; k++) {
+                    baton_tensor *x = n->in[k];
+                    if (x && x->param >= 0 && x->param < np && !x->grad_full) t->need(t->need_ctx, x->param);
+                }
+            op_backward[n->op](t, n);
+        }
         for (int k = 0; k < BATON_NODE_INPUTS; k++) {
             baton_tensor *x = n->in[k];
             if (x && x->param >= 0 && x->param < np && t->first_use[x->param] == j) {
