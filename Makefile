@@ -52,6 +52,10 @@ $(BUILD)/libbaton-mpi.so: src/transport/mpi_plugin.c src/transport/mpi.h src/tra
 	$(MPICC) $(CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LDFLAGS)
 # Where the loader looks after the plugin's usual places (next to the program or library; docs/cluster.md).
 $(BUILD)/obj/src/transport/mpi_load.o: CFLAGS += -DBATON_LIBDIR='"$(PREFIX)/lib"'
+# The engine's row loops (LayerNorm, GELU, softmax, attention heads, AdamW) run on OpenMP's threads, the same
+# pool (libgomp) oneDNN's matrix multiplies use; baton_set_threads sizes it. Rows are split, never a
+# reduction, so results do not depend on the thread count (docs/gpt.md).
+$(BUILD)/obj/src/nn/%.o: CFLAGS += -fopenmp
 
 # Installs whatever of DEB_PKGS is missing, once (apt-get update only when something is missing).
 deps:
@@ -95,9 +99,15 @@ test-cluster: deps
 	@$(MAKE) --no-print-directory all
 	BUILD=$(BUILD) SUITE=cluster sh tests/run.sh
 
+# Python and the host programs of test_install.sh load the sanitized library: Python gets the ASan runtime
+# preloaded (leak checking off: the interpreter keeps its objects at exit), the C and C++ programs are built with it.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
-	BUILD=build-asan TH_TIMEOUT_SCALE=3 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" all
+	BUILD=build-asan TH_TIMEOUT_SCALE=3 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	BATON_TEST_SAN="$(ASAN_FLAGS)" \
+	BATON_TEST_PY="env LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 /usr/bin/python3" \
+	sh tests/run.sh
 
 # The threaded parts under ThreadSanitizer: the store's server thread, the launcher, the communicator's comm
 # thread and watchdog, the DDP engine's comm thread, in-process TCP ranks as threads. (The collective matrix

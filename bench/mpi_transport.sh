@@ -8,7 +8,9 @@
 #          node) against baton over --transport mpi (mpirun.openmpi inside node 0, each node's orted started
 #          in its namespace by a launch agent). Floor: mpi within 10 % of tcp.
 # local:   one machine, 2 ranks, 4 B and 1 MiB: `mpirun.openmpi -np 2 baton bench allreduce` (Open MPI's
-#          default placement; shared memory, as baton finds it under mpirun) against `baton run -n 2 baton bench allreduce`. Floor: within 10 %.
+#          default placement, one core per rank; shared memory, as baton finds it under mpirun) and the same
+#          with `--bind-to none` (baton then places the ranks itself, as under baton run) against
+#          `baton run -n 2 baton bench allreduce`. Floor: within 10 %.
 # Each round runs every configuration once, in alternating order; the table has each one's median time_us.
 # Needs root (namespaces). Run it under `flock /tmp/baton-bench.lock`. Prints CPU, load, OPENBLAS_CORETYPE.
 set -u
@@ -68,19 +70,24 @@ if [ "$WHAT" = local ] || [ "$WHAT" = both ]; then
         A="allreduce -b $s -e $s -n 2000 -w 100 --min-time 0.5"
         r=1
         while [ "$r" -le "$ROUNDS" ]; do
-            if [ $((r % 2)) = 1 ]; then order="run mpirun"; else order="mpirun run"; fi
+            if [ $((r % 2)) = 1 ]; then order="run mpirun nobind"; else order="nobind mpirun run"; fi
             for side in $order; do
-                if [ $side = run ]; then out=$("$BATON" run -n 2 -- "$BATON" bench $A 2>&1)
-                else out=$(timeout 120 mpirun.openmpi --allow-run-as-root -np 2 "$BATON" bench $A 2>&1); fi
+                case $side in
+                run) out=$("$BATON" run -n 2 -- "$BATON" bench $A 2>&1) ;;
+                mpirun) out=$(timeout 120 mpirun.openmpi --allow-run-as-root -np 2 "$BATON" bench $A 2>&1) ;;
+                nobind) out=$(timeout 120 mpirun.openmpi --allow-run-as-root --bind-to none -np 2 "$BATON" bench $A 2>&1) ;;
+                esac
                 echo "$out" | grep -q "2 ranks, 1 node(s), transport shm" || { echo "$side: not one node over shm:"; echo "$out"; }
                 echo "$out" | pick $s >> "$dir/l-$side-$s"
             done
             r=$((r + 1))
         done
     done
-    printf '%-10s %14s %14s %8s\n' size run_us mpirun_us ratio
+    printf '%-10s %12s %12s %8s %12s %8s\n' size run_us mpirun_us ratio nobind_us ratio
     for s in 4 1048576; do
-        a=$(median < "$dir/l-run-$s"); m=$(median < "$dir/l-mpirun-$s")
-        printf '%-10s %14s %14s %8s\n' "$s" "$a" "$m" "$(awk -v a="$m" -v b="$a" 'BEGIN { printf "%.3f", a / b }')"
+        a=$(median < "$dir/l-run-$s"); m=$(median < "$dir/l-mpirun-$s"); nb=$(median < "$dir/l-nobind-$s")
+        printf '%-10s %12s %12s %8s %12s %8s\n' "$s" "$a" "$m" "$(awk -v a="$m" -v b="$a" 'BEGIN { printf "%.3f", a / b }')" \
+            "$nb" "$(awk -v a="$nb" -v b="$a" 'BEGIN { printf "%.3f", a / b }')"
+        for side in run mpirun nobind; do echo "# per round (us) $s $side: $(tr '\n' ' ' < "$dir/l-$side-$s")"; done
     done
 fi

@@ -80,30 +80,47 @@ TEST_T(big_64mib_2_ranks_tcp, 300) {
     run_matrix(2, "BATON_TRANSPORT=tcp", "--colls allreduce --counts 1 --dtypes f32 --ops sum --big", 280);
 }
 
-/* Two launchers on this machine are two nodes: shared memory inside each, TCP between them, and the
- * hierarchical all-reduce. */
-static void two_nodes(int per_node, const char *args) {
+/* Launchers on this machine are nodes: shared memory inside each, TCP between them, and the
+ * hierarchical all-reduce. env (may be "") is exported to every rank. */
+static void nodes(int nnodes, int per_node, const char *env, const char *args) {
     int port = th_free_port();
     ASSERT_TRUE(port > 0);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "export BATON_SECRET=$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n'); "
-             "%s run -n %d --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s & "
-             "%s run -n %d --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s; a=$?; wait $!; b=$?; "
-             "exit $((a + b))",
-             th_baton(), per_node, port, th_build_dir(), args, th_baton(), per_node, port, th_build_dir(), args);
+    char cmd[4096];
+    int len = snprintf(cmd, sizeof cmd, "export BATON_SECRET=$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n') %s; "
+                                        "pids=; ", env);
+    for (int n = nnodes - 1; n >= 1; n--)
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len,
+                        "%s run -n %d --nnodes %d --node-rank %d --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s & "
+                        "pids=\"$pids $!\"; ", th_baton(), per_node, nnodes, n, port, th_build_dir(), args);
+    len += snprintf(cmd + len, sizeof cmd - (size_t)len,
+                    "%s run -n %d --nnodes %d --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_coll %s; a=$?; "
+                    "for p in $pids; do wait $p || a=$((a + 1)); done; exit $a",
+                    th_baton(), per_node, nnodes, port, th_build_dir(), args);
+    ASSERT_TRUE(len > 0 && (size_t)len < sizeof cmd);
     char *out = NULL;
     int rc = th_run(cmd, 250, &out, NULL);
     if (rc != 0) fprintf(stderr, "%s\n--- exit %d, output:\n%s\n", cmd, rc, out ? out : "");
     ASSERT_EQ_INT(rc, 0);
     int passed = 0;
     for (const char *p = out; (p = strstr(p, "checks passed")); p++) passed++;
-    ASSERT_EQ_INT(passed, 2 * per_node);
+    ASSERT_EQ_INT(passed, nnodes * per_node);
     free(out);
 }
 
+static void two_nodes(int per_node, const char *args) { nodes(2, per_node, "", args); }
+
 TEST_T(two_nodes_2x2_hierarchical, 300) { two_nodes(2, "--algos auto,hier,ring,rd --counts 0,1,13,37W+1,70001"); }
 TEST_T(two_nodes_2x1, 300) { two_nodes(1, "--algos auto,hier --counts 0,1,13,37W+1,70001"); }
+
+/* The pipelined hierarchical all-reduce with many segments (64 KiB: 70001 f32 are 5 segments, 250003 are
+ * 16): the fused ticks across nodes (segment t's reduce-scatter travels with segment t-1's all-gather),
+ * every dtype and op, on 2 and on 3 nodes (a ring of 3 across the nodes: two steps per tick). */
+TEST_T(nodes_2x2_hier_many_segments, 300) {
+    nodes(2, 2, "BATON_HIER_SEGMENT=65536", "--algos hier --expect-algo hier --counts 16385,70001,250003");
+}
+TEST_T(nodes_3x2_hier_many_segments, 300) {
+    nodes(3, 2, "BATON_HIER_SEGMENT=65536", "--algos hier --expect-algo hier --counts 70001,250003 --ops sum,avg,max");
+}
 
 /* baton bench -c 1 checks every element on every rank: a clean run reports 0 wrong for every row. */
 TEST_T(bench_check_counts_no_wrong_elements, 200) {

@@ -104,3 +104,40 @@ TEST_T(elastic_node_joins_running_job, 400) {
     free(o);
     free(o2);
 }
+
+/* A launcher that asks to join while the job is finishing: node 1's worker has finished, node 0's is still
+ * running when the request arrives. The job's completion wins: nobody restarts (each worker ran once), every
+ * launcher exits 0, and the late launcher says the job finished. (Before the fix, node 0 stopped its worker
+ * for the joiner and the job ran again on 3 nodes; when the finished node hosted the store instead, the others
+ * lost it and failed.) */
+TEST_T(elastic_join_at_the_end_does_not_restart_a_finished_job, 200) {
+    char cmd[16384], dir[512], node[3][4000];
+    int port = th_free_port();
+    snprintf(dir, sizeof dir, "%s", th_tmpdir());
+    /* rank 1 finishes at once; rank 0 waits until the third launcher has asked to join, then a little more */
+    char worker[2048];
+    snprintf(worker, sizeof worker, "sh -c 'echo $RANK >> %s/runs; if [ \"$RANK\" = 0 ]; then i=0; "
+             "while [ ! -e %s/asked ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; sleep 1.5; fi'", dir, dir);
+    for (int i = 0; i < 3; i++)
+        snprintf(node[i], sizeof node[i], "%s run -n 1 --nnodes 2:3 --node-rank %d --rdzv 127.0.0.1:%d --max-restarts 3 "
+                 "-- %s > %s/out%d 2>&1", th_baton(), i, port, worker, dir, i);
+    snprintf(cmd, sizeof cmd,
+             "export BATON_SECRET=%s; %s & P0=$!; %s & P1=$!; "
+             "i=0; while [ \"$(cat %s/runs 2>/dev/null | wc -l)\" != 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+             "sleep 0.5; %s & P2=$!; "
+             "i=0; while ! grep -q 'joining the next one\\|job finished' %s/out2 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; "
+             "i=$((i+1)); done; touch %s/asked; "
+             "wait $P0; r0=$?; wait $P1; r1=$?; wait $P2; r2=$?; echo \"r0=$r0 r1=$r1 r2=$r2 runs=$(wc -l < %s/runs)\"",
+             "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", node[0], node[1], dir, node[2], dir,
+             dir, dir);
+    char *o = NULL, *o2 = NULL;
+    ASSERT_EQ_INT(th_run(cmd, 180, &o, NULL), 0);
+    char c2[2000];
+    snprintf(c2, sizeof c2, "cat %s/out0 %s/out1 %s/out2", dir, dir, dir);
+    th_run(c2, 10, &o2, NULL);
+    if (!strstr(o, "r0=0 r1=0 r2=0 runs=2")) fprintf(stderr, "%s\n--- launchers:\n%s\n", o, o2);
+    ASSERT_CONTAINS(o, "r0=0 r1=0 r2=0 runs=2");
+    ASSERT_CONTAINS(o2, "the job finished");
+    free(o);
+    free(o2);
+}

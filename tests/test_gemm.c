@@ -159,6 +159,52 @@ TEST(bf16_rounding_is_nearest_even) {
     ASSERT_TRUE(isnan(baton__bf16_round(NAN)));
 }
 
+/* The vector conversion (AVX512_BF16's vcvtneps2bf16, parallel over rows and over chunks of one long row)
+ * gives the scalar rounding's bits for normal numbers, ties, infinities, and keeps NaN a NaN; also transposed
+ * (the dW products' first operand), through a whole bf16 product against the rounded reference. */
+TEST(bf16_vector_conversion_matches_the_scalar_rounding) {
+    baton_gemm_bf16_available();   /* oneDNN's ISA decides whether the vector path runs */
+    int n = 3 * 65536 + 7;         /* one row over BATON__PAR_MIN: chunks and a scalar tail */
+    float *src = malloc((size_t)n * sizeof *src);
+    uint16_t *dst = malloc((size_t)n * sizeof *dst);
+    baton_rng r;
+    baton_rng_seed(&r, 3);
+    for (int i = 0; i < n; i++) {
+        float v = baton_rng_normal(&r) * powf(2.0f, (float)(i % 60 - 30));
+        if (i % 5 == 0) {   /* exact ties: the bit below bf16's last one set, nothing under it */
+            uint32_t u;
+            memcpy(&u, &v, sizeof u);
+            u = (u & 0xffff0000u) | 0x8000u;
+            memcpy(&v, &u, sizeof u);
+        }
+        src[i] = v;
+    }
+    src[1] = INFINITY;
+    src[2] = -INFINITY;
+    src[3] = NAN;
+    src[4] = -0.0f;
+    baton__to_bf16(dst, src, 1, n, n);
+    for (int i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)dst[i] << 16;
+        float got;
+        memcpy(&got, &u, sizeof got);
+        float want = baton__bf16_round(src[i]);
+        if (i == 3) ASSERT_TRUE(isnan(got));
+        else if (memcmp(&got, &want, sizeof got))
+            th_fail(__FILE__, __LINE__, "element %d: %.9g rounds to %.9g, want %.9g", i, src[i], got, want);
+    }
+    baton__to_bf16(dst, src, 97, 1000, 1003);   /* rows with a leading dimension */
+    for (int i = 0; i < 97; i++)
+        for (int j = 0; j < 1000; j += 37) {
+            uint32_t u = (uint32_t)dst[i * 1000 + j] << 16;
+            float got, want = baton__bf16_round(src[i * 1003 + j]);
+            memcpy(&got, &u, sizeof got);
+            ASSERT_TRUE(!memcmp(&got, &want, sizeof got));
+        }
+    free(src);
+    free(dst);
+}
+
 static const char text[] =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
     "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light.";

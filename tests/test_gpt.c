@@ -6,6 +6,7 @@
 
 #include "baton/gpt.h"
 #include "harness.h"
+#include "nn/libs.h"
 
 static const char text[] =
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step. "
@@ -142,6 +143,81 @@ TEST(generation_is_deterministic_for_a_seed) {
     baton_gpt_generate(g, t, a, 2, 10, 1.0f, 1, &r);
     baton_gpt_generate(g, t, bb, 2, 10, 0.0f, 0, &r);
     ASSERT_TRUE(!memcmp(a, bb, 12 * sizeof *a));
+    baton_tape_free(t);
+    baton_gpt_free(g);
+}
+
+/* The loss and every gradient of a GPT large enough that the row loops (LayerNorm, GELU, the residual adds,
+ * cross-entropy, AdamW's inputs) and the attention heads run on OpenMP's threads, with `threads` threads. */
+static double grads_with(int threads, int gemm, float *grad_out) {
+    baton_gpt *g;
+    baton_gpt_config c = {.vocab = 256, .context = 64, .layers = 1, .heads = 4, .dim = 128};
+    ASSERT_OK(baton_gpt_new(&g, &c, 11));
+    baton_params *p = baton_gpt_params(g);
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, (baton_gemm_backend)gemm));
+    int b = 8, tl = 64;   /* 512 rows x 128 = 65,536 >= BATON__PAR_MIN */
+    int32_t *win = malloc((size_t)b * (tl + 1) * sizeof *win);
+    for (int i = 0; i < b * (tl + 1); i++) win[i] = (unsigned char)text[(i * 7) % (int)strlen(text)];
+    baton_set_threads(threads);
+    if (gemm == BATON_GEMM_OPENBLAS) baton__blas()->openblas_set_num_threads(1);   /* its own splits may cut K: see below */
+    double loss = loss_of(g, t, win, b, tl, 1);
+    baton_set_threads(1);
+    memcpy(grad_out, baton_params_grad(p), baton_params_numel(p) * sizeof(float));
+    free(win);
+    baton_tape_free(t);
+    baton_gpt_free(g);
+    return loss;
+}
+
+/* Rows are split between threads, never a sum: with the products on one OpenBLAS thread (OpenBLAS itself
+ * changes the last bits with 2 threads: measured up to 6e-8) and everything else on two OpenMP threads, the
+ * bits equal those of one thread. With oneDNN the heads of attention are dealt to the threads (each its own dP
+ * scratch); its f32 products may split K too, so there the check is the RMS of the difference to 1e-5 of
+ * the gradient's (a race on a scratch buffer would be off by far more). */
+TEST(gradients_do_not_depend_on_the_thread_count) {
+    size_t n = 0;
+    {
+        baton_gpt *g;
+        ASSERT_OK(baton_gpt_new(&g, &(baton_gpt_config){256, 64, 1, 4, 128}, 11));
+        n = baton_params_numel(baton_gpt_params(g));
+        baton_gpt_free(g);
+    }
+    float *g1 = malloc(n * sizeof(float)), *g2 = malloc(n * sizeof(float));
+    double l1 = grads_with(1, BATON_GEMM_OPENBLAS, g1), l2 = grads_with(2, BATON_GEMM_OPENBLAS, g2);
+    ASSERT_TRUE(l1 == l2);
+    ASSERT_TRUE(!memcmp(g1, g2, n * sizeof(float)));
+    l1 = grads_with(1, BATON_GEMM_ONEDNN, g1);
+    l2 = grads_with(2, BATON_GEMM_ONEDNN, g2);
+    ASSERT_TRUE(fabs(l1 - l2) <= 1e-5 * fabs(l1));
+    double ss = 0.0, dd = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ss += (double)g1[i] * g1[i];
+        dd += ((double)g1[i] - g2[i]) * ((double)g1[i] - g2[i]);
+    }
+    fprintf(stderr, "oneDNN, 1 vs 2 threads: gradient RMS %.3g, difference RMS %.3g\n", sqrt(ss / n), sqrt(dd / n));
+    ASSERT_TRUE(ss > 0.0 && sqrt(dd) <= 1e-5 * sqrt(ss));
+    free(g1);
+    free(g2);
+}
+
+/* The tape's arena: the first step allocates its chunks, every later step reuses them in the same order and
+ * allocates nothing (it used to fold them into one new chunk at the second reset, which the second step then
+ * page-faulted in afresh: about 260,000 faults at the benchmark's size). */
+TEST(steps_after_the_first_allocate_no_arena) {
+    baton_gpt *g;
+    ASSERT_OK(baton_gpt_new(&g, &(baton_gpt_config){256, 64, 2, 4, 128}, 5));
+    baton_tape *t = baton_tape_new(baton_gpt_params(g), 1);
+    int b = 8, tl = 64;
+    int32_t *win = malloc((size_t)b * (tl + 1) * sizeof *win);
+    for (int i = 0; i < b * (tl + 1); i++) win[i] = (unsigned char)text[(i * 3) % (int)strlen(text)];
+    double l1 = loss_of(g, t, win, b, tl, 1);
+    size_t mallocs = baton_tape_arena_mallocs(t), bytes = baton_tape_arena_bytes(t);
+    ASSERT_TRUE(mallocs > 1);   /* more than one chunk: the case that used to fold */
+    for (int s = 0; s < 3; s++) ASSERT_TRUE(loss_of(g, t, win, b, tl, 1) == l1);   /* same data, same loss */
+    ASSERT_EQ_U64(baton_tape_arena_mallocs(t), mallocs);
+    ASSERT_EQ_U64(baton_tape_arena_bytes(t), bytes);
+    free(win);
     baton_tape_free(t);
     baton_gpt_free(g);
 }

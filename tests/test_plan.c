@@ -126,11 +126,20 @@ TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
                     baton_link_params inter = {lat, 12.5e9};
                     baton_model_time h = baton__model_hier(bytes, m, l, intra, inter);
                     baton_model_time f = baton__model_flat_ring_cluster(bytes, m, l, intra, inter);
-                    /* by the formulas: hier pays M-1 inter steps on the whole buffer, flat 2(ML-1) inter
-                     * latencies on 1/(ML) slices */
-                    double hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
-                                  2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
-                    if (l == 1) hier -= 2 * intra.lat_s;
+                    /* by the formulas: below 64 KiB (or one rank per node) the leaders pay M-1 inter steps
+                     * on the whole buffer; from 64 KiB the pipeline runs its slower stage once per 1 MiB
+                     * segment and the faster one once; flat pays 2(ML-1) inter latencies on 1/(ML) slices */
+                    double hier;
+                    if (bytes < 65536 || l == 1) {
+                        hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
+                               2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
+                        if (l == 1) hier -= 2 * intra.lat_s;
+                    } else {
+                        double nseg = ceil(bytes / 1048576.0), s = bytes / nseg;
+                        double net = 2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * s / inter.bw_Bps;
+                        double shm = 2 * intra.lat_s + 2.0 * (l - 1) / l * s / intra.bw_Bps;
+                        hier = nseg * fmax(net, shm) + fmin(net, shm);
+                    }
                     int k = m * l;
                     double flat = 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * bytes / inter.bw_Bps;
                     ASSERT_NEAR(h.total_s, hier, 1e-12 * hier + 1e-15);
@@ -145,10 +154,12 @@ TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
     char *o = plan("compare --bytes 8192 --nodes 4 --ranks-per-node 8 --bw-gbs 12.5 --lat-us 50 --intra-bw-gbs 300 --intra-lat-us 1", &rc);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(o, "hierarchical is faster");
+    ASSERT_CONTAINS(o, "hierarchical (leaders, bcast)"); /* 8 KiB: below the pipeline's 64 KiB */
     free(o);
     o = plan("compare --bytes 2e9 --nodes 4 --ranks-per-node 4 --bw-gbs 12.5 --lat-us 5 --intra-bw-gbs 1 --intra-lat-us 1", &rc);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(o, "flat is faster");
+    ASSERT_CONTAINS(o, "hierarchical (pipelined)");
     free(o);
 }
 
@@ -169,6 +180,11 @@ TEST(memory_per_rank_adamw_and_zero) {
     ASSERT_NEAR(m.total_B, 4e9 + 0.5e9 + 1e9, 0);
     m = baton__model_memory(10, 3, 1); /* shards of 4, 3, 3 elements: the largest counts */
     ASSERT_NEAR(m.optim_B, 32, 0);
+    /* ZeRO-2 staging: two slots of the largest bucket (a 4096 x 4096 weight over the 25 MiB cap), of the cap
+     * when no tensor exceeds it, of the whole model when it is one bucket (at most 1 MiB) */
+    ASSERT_NEAR(baton__model_zero2_staging(53.5e6, 25, 4096.0 * 4096), 2.0 * 4 * 4096 * 4096, 0);
+    ASSERT_NEAR(baton__model_zero2_staging(53.5e6, 25, 0), 2.0 * 25 * 1048576, 0);
+    ASSERT_NEAR(baton__model_zero2_staging(1000, 25, 0), 4.0 * 1008, 0);
 }
 
 /* ---- bad input -------------------------------------------------------------------------------------- */
@@ -244,6 +260,76 @@ TEST(tuning_fit_recovers_a_line_and_splits_two_regimes) {
     ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, 16e6, &s4));
     ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 16e6, &s));
     ASSERT_NEAR(s4 / s, (6e-6 + 1.5 * 16e-3) / (2e-6 + 16e-3), 1e-3);
+    baton__tuning_free(&t);
+}
+
+TEST(tuning_fit_ignores_a_stall_slower_than_a_bigger_size) {
+    /* 1 GB/s and 20 us; the 256 KiB point stalled to 80 ms (slower than 16 MiB): fitted, it would make
+     * its own line and predict the stall; clipped to the bigger sizes' times it leaves the line intact */
+    baton_tuning t = {0};
+    for (double x = 4; x <= 16777216; x *= 2)
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_SHM, BATON_ALGO_RING, 2, x, x == 262144 ? 80e-3 : 20e-6 + 1e-9 * x));
+    ASSERT_OK(baton__tuning_fit(&t));
+    double s, prev = 0;
+    for (double x = 4; x <= 16777216; x *= 2) {
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_RING, 2, x, &s));
+        ASSERT_TRUE(s >= prev); /* never faster for more bytes */
+        ASSERT_TRUE(s <= 1.10 * (20e-6 + 1e-9 * 2 * x)); /* at most the next size's time, never the stall */
+        if (x >= 1048576) ASSERT_NEAR(s, 20e-6 + 1e-9 * x, 0.02 * s);
+        prev = s;
+    }
+    /* the measured point itself is kept as measured */
+    int kept = 0;
+    for (int i = 0; i < t.npoints; i++) kept += t.points[i].bytes == 262144 && t.points[i].secs == 80e-3;
+    ASSERT_EQ_INT(kept, 1);
+    baton__tuning_free(&t);
+    /* across nodes a slow middle is kept (hier on the simulated cluster: 1 MiB 90 ms, 4 MiB 45 ms, every round) */
+    baton_tuning n = {0};
+    double xs[] = {262144, 1048576, 4194304, 16777216}, ys[] = {22e-3, 100e-3, 45e-3, 142e-3};
+    for (int i = 0; i < 4; i++) ASSERT_OK(baton__tuning_add(&n, BATON_LINK_NET, BATON_ALGO_HIER, 4, xs[i], ys[i]));
+    ASSERT_OK(baton__tuning_fit(&n));
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(baton__tuning_predict(&n, BATON_LINK_NET, BATON_ALGO_HIER, 4, xs[i], &s));
+        ASSERT_NEAR(s, ys[i], 0.10 * ys[i]);
+    }
+    baton__tuning_free(&n);
+}
+
+TEST(tuning_scales_an_unmeasured_world_by_the_cpu_share) {
+    /* measured on 2 ranks of a 2-CPU machine: 4 ranks get half a CPU each, so the model's 2 -> 4 ratio
+     * (ring: 2(K-1) alpha + 2(K-1)/K n / beta) doubles; on 8 CPUs it does not */
+    for (int cpus = 2; cpus <= 8; cpus += 6) {
+        baton_tuning t = {0};
+        t.cpus = cpus;
+        for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, x, 2e-6 + 1e-9 * x));
+        ASSERT_OK(baton__tuning_fit(&t));
+        ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+        ASSERT_NEAR(baton__tuning_cpu_share(&t, BATON_LINK_TCP, 4), cpus == 2 ? 2.0 : 1.0, 0);
+        ASSERT_NEAR(baton__tuning_cpu_share(&t, BATON_LINK_NET, 4), 1.0, 0);
+        double s2, s4;
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 16e6, &s2));
+        ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, 16e6, &s4));
+        ASSERT_NEAR(s4 / s2, (cpus == 2 ? 2.0 : 1.0) * (6e-6 + 1.5 * 16e-3) / (2e-6 + 16e-3), 1e-3);
+        /* the file keeps the CPU count */
+        char *j = baton__tuning_to_json(&t);
+        baton_tuning u;
+        ASSERT_OK(baton__tuning_parse(j, strlen(j), &u));
+        ASSERT_EQ_INT(u.cpus, cpus);
+        free(j);
+        baton__tuning_free(&u);
+        baton__tuning_free(&t);
+    }
+    /* the link fit divides the share out: 4 ranks on 2 CPUs measuring twice the model give the same link */
+    baton_tuning t = {0};
+    t.cpus = 2;
+    for (double x = 4; x <= 16e6; x *= 4) ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 4, x, 2 * (6e-6 + 1.5e-9 * x)));
+    ASSERT_OK(baton__tuning_fit(&t));
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].lat_s, 1e-6, 1e-9);
+    ASSERT_NEAR(t.link[BATON_LINK_TCP].bw_Bps, 1e9, 1e6);
+    baton_tuning u;
+    const char *bad = "{\"version\":1,\"cpus\":0,\"links\":[],\"fits\":[],\"points\":[]}";
+    ASSERT_TRUE(baton__tuning_parse(bad, strlen(bad), &u) == BATON_EFORMAT);
+    ASSERT_CONTAINS(baton_last_error(), "cpus");
     baton__tuning_free(&t);
 }
 
@@ -393,6 +479,28 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused("calibrate --max-bytes nan", "--max-bytes");
     refused("calibrate --transports ib", "--transports");
     refused("calibrate --ranks 1", "--ranks");
+    snprintf(cmd, sizeof cmd, "calibrate --refit %s/nope.json", th_tmpdir());
+    refused(cmd, "--refit");
+    /* --refit fits the same points again: the same predictions, no measuring */
+    snprintf(cmd, sizeof cmd, "calibrate --refit %s/c.json --out %s/r.json", th_tmpdir(), th_tmpdir());
+    o = plan(cmd, &rc);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(o, "Refitted");
+    free(o);
+    baton_tuning a, b;
+    snprintf(cmd, sizeof cmd, "%s/c.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_load(cmd, &a));
+    snprintf(cmd, sizeof cmd, "%s/r.json", th_tmpdir());
+    ASSERT_OK(baton__tuning_load(cmd, &b));
+    ASSERT_EQ_INT(a.npoints, b.npoints);
+    ASSERT_EQ_INT(a.cpus, b.cpus);
+    ASSERT_TRUE(a.cpus >= 1);
+    double pa, pb;
+    ASSERT_OK(baton__tuning_predict(&a, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 64, &pa));
+    ASSERT_OK(baton__tuning_predict(&b, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 64, &pb));
+    ASSERT_NEAR(pa, pb, 1e-12);
+    baton__tuning_free(&a);
+    baton__tuning_free(&b);
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/nope.json --ranks 2 --bytes 64", th_tmpdir());
     refused(cmd, "--calibrated");
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());

@@ -74,20 +74,21 @@ TEST_T(mismatch_last_shm_4_ranks, 180) { last_all(4, "", "300000"); }
 /* A rank that stops responding (SIGSTOP) makes the others fail after the timeout, naming it. */
 static void stopped_rank(const char *env) {
     char cmd[1024], *out = NULL;
+    int stop_s = (int)(th_timeout_scale() + 0.5); /* 1 s, later under sanitizers: after init */
     snprintf(cmd, sizeof cmd,
              "%s BATON_STALL_WARN=0 BATON_FLIGHT_DIR=%s %s run -n 4 --timeout 2 -- sh -c "
-             "'if [ $BATON_RANK = 2 ]; then (sleep 1; kill -STOP $$) & fi; "
+             "'if [ $BATON_RANK = 2 ]; then (sleep %d; kill -STOP $$) & fi; "
              "exec %s bench allreduce -b 1K -e 1K -n 10000000 -w 1 --min-time 60'",
-             env, th_tmpdir(), th_baton(), th_baton());
+             env, th_tmpdir(), th_baton(), stop_s, th_baton());
     double el = 0;
     int rc = th_run(cmd, 60, &out, &el);
     int naming = 0;
     for (const char *p = out; (p = strstr(p, "timed out waiting for rank 2")); p++) naming++;
-    if (rc == 0 || naming < 1 || el > 1 + 4 + 1) fprintf(stderr, "%s\n--- exit %d after %.1fs:\n%s\n", cmd, rc, el, out);
+    if (rc == 0 || naming < 1 || el > stop_s + 4 + 1) fprintf(stderr, "%s\n--- exit %d after %.1fs:\n%s\n", cmd, rc, el, out);
     ASSERT_NE_INT(rc, 0);
     ASSERT_TRUE(naming >= 1);
-    /* stopped at ~1 s, timeout 2 s: the others are gone within 4 s of the stop (launcher included) */
-    ASSERT_TRUE(el < 1 + 4 + 0.5);
+    /* stopped at ~stop_s, timeout 2 s: the others are gone within 4 s of the stop (launcher included) */
+    ASSERT_TRUE(el < stop_s + (4 + 0.5) * th_timeout_scale());
     free(out);
 }
 
@@ -99,9 +100,9 @@ TEST_T(stall_warning_names_the_late_rank_and_job_continues, 60) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
              "BATON_STALL_WARN=0.5 %s run -n 3 -- sh -c "
-             "'if [ $BATON_RANK = 1 ]; then (sleep 1; kill -STOP $$; sleep 2; kill -CONT $$) & fi; "
-             "exec %s bench allreduce -b 1K -e 1K -n 100 -w 1 --min-time 3'",
-             th_baton(), th_baton());
+             "'if [ $BATON_RANK = 1 ]; then (sleep %d; kill -STOP $$; sleep 2; kill -CONT $$) & fi; "
+             "exec %s bench allreduce -b 1K -e 1K -n 100 -w 1 --min-time %d'",
+             th_baton(), (int)(th_timeout_scale() + 0.5), th_baton(), (int)(3 * th_timeout_scale() + 0.5));
     int rc = th_run(cmd, 50, &out, NULL);
     if (rc != 0 || !strstr(out, "not reached by rank 1")) fprintf(stderr, "%s\n%s\n", cmd, out);
     ASSERT_EQ_INT(rc, 0);

@@ -1,7 +1,8 @@
 /* plan_calib.c: `baton plan calibrate` measures this machine's all-reduces and `baton plan allreduce
  * --calibrated FILE` predicts `baton bench` from the result (comm/tuning.h).
  *
- * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A --transport T` for every
+ * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A --transport T -f 2 -w 2 -n 5`
+ * (the settings bench/plan_vs_measured.sh measures with) for every
  * transport, world size and algorithm that transport can run, one short pass each, and repeats the whole
  * set --rounds times in the same interleaved order, so a burst of load on a shared machine lands on one
  * round of every cell rather than on all rounds of one; each cell keeps the median over rounds. */
@@ -127,10 +128,10 @@ static int run_bench(const char *self, int ranks, int link, baton_algo algo, dou
     char n_s[16], e_s[32], cmdline[4096];
     snprintf(n_s, sizeof n_s, "%d", ranks);
     snprintf(e_s, sizeof e_s, "%.0f", max_bytes);
-    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "4",
-                           "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "3",
-                           "--min-time", "0.005", NULL};
-    snprintf(cmdline, sizeof cmdline, "%s '%s' bench allreduce --csv -b 4 -e %s -f 4 --algo %s -w 2 -n 3 --min-time 0.005",
+    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "2",
+                           "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "5",
+                           "--min-time", "0.02", NULL};
+    snprintf(cmdline, sizeof cmdline, "%s '%s' bench allreduce --csv -b 4 -e %s -f 2 --algo %s -w 2 -n 5 --min-time 0.02",
              net_launch ? net_launch : "", self, e_s, baton_algo_name(algo));
     const char *shell[] = {"/bin/sh", "-c", cmdline, NULL};
     const char *const *argv = link == BATON_LINK_NET ? shell : local;
@@ -215,6 +216,17 @@ static void describe_machine(char *out, size_t n, double load0) {
     snprintf(out, n, "%s, %ld CPUs, load average %.1f -> %.1f, %s", cpu, sysconf(_SC_NPROCESSORS_ONLN), load0, load1, when);
 }
 
+/* --refit: the points of FILE fitted again with this version's fitting, written to OUT. */
+static int refit_file(const char *sub, const char *file, const char *out) {
+    baton_tuning t;
+    if (baton__tuning_load(file, &t) < 0) return plan_error(sub, "--refit: %s", baton_last_error()), 2;
+    int rc = baton__tuning_fit(&t) < 0 || baton__tuning_save(out, &t) < 0;
+    if (rc) plan_error(sub, "--refit: %s", baton_last_error());
+    else printf("Refitted %d points of %s into %d lines, written to %s\n", t.npoints, file, t.nfits, out);
+    baton__tuning_free(&t);
+    return rc;
+}
+
 #define CAL_MAX_CELLS 64
 #define CAL_SIZES 40
 #define CAL_ROUNDS 16
@@ -225,7 +237,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
     const char *transports = "shm,tcp", *out = NULL, *net_launch = NULL;
     int net_ranks = 0;
     double max_bytes = 16 << 20, timeout = 300;
-    int rounds = 2, json = 0;
+    int rounds = 3, json = 0;
+    const char *refit = NULL;
     plan_flag flags[] = {
         {"--ranks", 'k', 2, 64, &ranks, "world sizes to measure (default 2,4)"},
         {"--transports", 's', 0, 0, &transports, "links to measure: shm, tcp, net (default shm,tcp)"},
@@ -233,14 +246,17 @@ int plan_cmd_calibrate(int argc, char **argv) {
                                                    "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216)"},
-        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds; each cell keeps its median (default 2)"},
+        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds; each cell keeps its median (default 3)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
+        {"--refit", 's', 0, 0, &refit, "FILE: fit an existing calibration's measured points again (no measuring) "
+                                       "and write it to --out (default: FILE itself)"},
     };
     int nf = (int)(sizeof flags / sizeof flags[0]), seen[16];
     int rc = plan_parse(sub, argc, argv, flags, nf, seen);
     if (rc) return rc > 0 ? 0 : 2;
+    if (refit) return refit_file(sub, refit, out ? out : refit);
     int links[BATON_LINK_COUNT], nl = 0;
     char tbuf[64];
     if (strlen(transports) >= sizeof tbuf) return plan_error(sub, "bad value '%s' for --transports: expected a list of shm, tcp, net", transports), 2;
@@ -330,6 +346,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
             }
         }
     describe_machine(t.about, sizeof t.about, load0);
+    t.cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (baton__tuning_fit(&t) < 0 || baton__tuning_save(path, &t) < 0) {
         plan_error(sub, "%s", baton_last_error());
         baton__tuning_free(&t);

@@ -269,7 +269,7 @@ int plan_cmd_compare(int argc, char **argv) {
     printf("All-reduce of %s over %d nodes x %d ranks (inside a node %g GB/s, %g us; across %g GB/s, %g us)\n\n",
            plan_bytes(bytes, b1, sizeof b1), nodes, rpn, ibw, ilat, bw, lat);
     printf("%-36s %12s %12s %12s\n", "", "total", "latency", "bandwidth");
-    printf("%-36s %12s %12s %12s\n", "hierarchical (direct, ring, bcast)", plan_secs(h.total_s, b1, sizeof b1),
+    printf("%-36s %12s %12s %12s\n", bytes < BATON_MODEL_HIER_MIN_BYTES || rpn < 2 ? "hierarchical (leaders, bcast)" : "hierarchical (pipelined)", plan_secs(h.total_s, b1, sizeof b1),
            plan_secs(h.lat_s, b2, sizeof b2), plan_secs(h.bw_s, b3, sizeof b3));
     printf("%-36s %12s %12s %12s\n", "flat ring over all ranks", plan_secs(f.total_s, b1, sizeof b1),
            plan_secs(f.lat_s, b2, sizeof b2), plan_secs(f.bw_s, b3, sizeof b3));
@@ -286,13 +286,15 @@ int plan_cmd_compare(int argc, char **argv) {
 
 int plan_cmd_memory(int argc, char **argv) {
     const char *sub = "memory";
-    double params = 0;
+    double params = 0, bucket_mb = 25, largest = 0;
     int ranks = 1, zero = 0, json = 0;
     plan_flag flags[] = {
         {"--params", 'd', 1, 1e15, &params, "model parameters"},
         {"--ranks", 'i', 1, MAX_RANKS, &ranks, "data-parallel ranks K (default 1)"},
         {"--zero", 'i', 0, 2, &zero, "0: replicate everything; 1: shard AdamW state; 2: also gradients (default 0)"},
         {"--json", 'f', 0, 0, &json, "machine-readable output"},
+        {"--bucket-mb", 'd', 0.001, 4096, &bucket_mb, "ZeRO-2 staging: the DDP bucket cap, MiB (default 25)"},
+        {"--largest-param", 'd', 0, 1e15, &largest, "ZeRO-2 staging: elements of the largest parameter tensor"},
     };
     int nf = (int)(sizeof flags / sizeof flags[0]), seen[8];
     int rc = plan_parse(sub, argc, argv, flags, nf, seen);
@@ -300,6 +302,11 @@ int plan_cmd_memory(int argc, char **argv) {
     if (!seen[0]) return plan_error(sub, "give --params N"), 2;
     baton_model_memory m[3];
     for (int z = 0; z < 3; z++) m[z] = baton__model_memory(params, ranks, z);
+    if (ranks > 1) {   /* stage 2's bucket staging (src/ddp/zero.c); one rank runs without ZeRO */
+        m[2].staging_B = baton__model_zero2_staging(params, bucket_mb, largest);
+        m[2].grads_B += m[2].staging_B;
+        m[2].total_B += m[2].staging_B;
+    }
     if (json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "command", "memory");
@@ -308,6 +315,8 @@ int plan_cmd_memory(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "zero", zero);
         cJSON_AddNumberToObject(j, "params_bytes", m[zero].params_B);
         cJSON_AddNumberToObject(j, "grads_bytes", m[zero].grads_B);
+        cJSON_AddNumberToObject(j, "grad_reduced_bytes", m[zero].grads_B - m[zero].staging_B);
+        cJSON_AddNumberToObject(j, "grad_staging_bytes", m[zero].staging_B);
         cJSON_AddNumberToObject(j, "optimizer_bytes", m[zero].optim_B);
         cJSON_AddNumberToObject(j, "total_bytes", m[zero].total_B);
         cJSON_AddNumberToObject(j, "saved_bytes", m[0].total_B - m[zero].total_B);
@@ -321,6 +330,9 @@ int plan_cmd_memory(int argc, char **argv) {
         printf("%-7d %12s %12s %12s %12s %14.2f%s\n", z, plan_bytes(m[z].params_B, b[0], 32), plan_bytes(m[z].grads_B, b[1], 32),
                plan_bytes(m[z].optim_B, b[2], 32), plan_bytes(m[z].total_B, b[3], 32), m[z].total_B / params,
                z == zero ? "   <-" : "");
+    if (m[2].staging_B > 0)
+        printf("\nZeRO-2 gradients include %s of bucket staging (two slots of the largest bucket: --bucket-mb, "
+               "--largest-param).\n", plan_bytes(m[2].staging_B, b[0], 32));
     printf("\nZeRO stage %d: %s per rank, %s (%.1f %%) less than replicating everything.\n", zero,
            plan_bytes(m[zero].total_B, b[0], 32), plan_bytes(m[0].total_B - m[zero].total_B, b[1], 32),
            100 * (m[0].total_B - m[zero].total_B) / m[0].total_B);

@@ -11,8 +11,13 @@
  *   4. a member takes node rank slot - 1 of `size` nodes, starts its workers (BATON_RESTART_COUNT = k) and
  *      polls: "elastic/k/abort" (a node's workers failed, or a launcher left: its workers die with it, the
  *      peers' collectives fail) or "elastic/<k+1>/joined" (a launcher waits to join) stops the round;
- *   5. a round whose workers all succeed on every node ends the job ("elastic/k/done" counts them);
+ *   5. a round whose workers all succeed on every node ends the job ("elastic/k/done" counts them, then
+ *      "elastic/complete" tells launchers waiting to join that there is nothing left to join);
  *      otherwise every launcher left goes on to round k + 1, at most --max-restarts times.
+ * A join request and the end of the job can cross: one node's workers finish while another node sees the
+ * request. The round's verdict settles it, once: the first launcher to claim "elastic/k/verdict" (ADD on
+ * elastic/k/verdict_claim) sets it to "join" (it saw the request first: the round stops everywhere) or
+ * "finish" (its workers finished first: every launcher ignores join requests from then on, the job ends).
  * Workers resume from their last checkpoint with the new world size (baton train --checkpoint --resume
  * converts the position and learning rate: docs/checkpoints.md). */
 #include <signal.h>
@@ -29,6 +34,7 @@ enum { ELASTIC_SETTLE_MS = 2000, ELASTIC_DONE_WAIT_S = 600 };
 typedef struct {
     baton_store *st;
     long round, size, max;
+    int finishing;   /* the round's verdict is "finish": join requests are ignored */
 } elastic_ctx;
 
 static int key_exists(baton_store *st, const char *key, int *exists) { return baton_store_check(st, key, exists); }
@@ -50,6 +56,23 @@ static int set_long(baton_store *st, const char *key, long v) {
     return baton_store_set(st, key, buf, (size_t)n);
 }
 
+/* The round's verdict, claimed as `mine` ('j' join, 'f' finish) if nobody claimed it first: returns 'j' or
+ * 'f', or -1 on a store failure. */
+static int round_verdict(elastic_ctx *c, char mine) {
+    char ck[64], vk[64];
+    snprintf(ck, sizeof ck, "elastic/%ld/verdict_claim", c->round);
+    snprintf(vk, sizeof vk, "elastic/%ld/verdict", c->round);
+    int64_t n;
+    if (baton_store_add(c->st, ck, 1, &n) < 0) return -1;
+    if (n == 1) return baton_store_set(c->st, vk, &mine, 1) < 0 ? -1 : mine;
+    void *v = NULL;
+    size_t len = 0;
+    if (baton_store_get(c->st, vk, &v, &len, 30.0) < 0) return -1;
+    int r = len == 1 && *(char *)v == 'f' ? 'f' : 'j';
+    free(v);
+    return r;
+}
+
 static int poll_elastic(void *p, char *why, size_t len) {
     elastic_ctx *c = p;
     char key[64];
@@ -68,11 +91,33 @@ static int poll_elastic(void *p, char *why, size_t len) {
         return 1;
     }
     snprintf(key, sizeof key, "elastic/%ld/joined", c->round + 1);   /* room for a launcher that waits */
-    if (c->size < c->max && key_exists(c->st, key, &exists) == 0 && exists) {
-        snprintf(why, len, "a launcher is waiting to join");
+    if (!c->finishing && c->size < c->max && key_exists(c->st, key, &exists) == 0 && exists) {
+        int v = round_verdict(c, 'j');
+        if (v == 'f') {   /* a node finished first: the job ends in this round */
+            c->finishing = 1;
+            return 0;
+        }
+        if (v < 0) snprintf(why, len, "lost the rendezvous store (%s); did the --node-rank 0 launcher die?", baton_last_error());
+        else snprintf(why, len, "a launcher is waiting to join");
         return 1;
     }
     return 0;
+}
+
+/* The job is done: launchers waiting to join round k + 1 are told so; the host keeps the store up until they
+ * have seen it (at most ELASTIC_SETTLE_MS). */
+static void finish_job(baton_store *st, int host, long k) {
+    if (baton_store_set(st, "elastic/complete", "1", 1) < 0 || !host) return;
+    char jk[64];
+    snprintf(jk, sizeof jk, "elastic/%ld/joined", k + 1);
+    uint64_t deadline = baton__deadline_after(ELASTIC_SETTLE_MS / 1000.0);
+    while (baton__now_ns() < deadline) {
+        int64_t waiting = 0, seen = 0;
+        if (baton_store_add(st, jk, 0, &waiting) < 0 || baton_store_add(st, "elastic/complete_seen", 0, &seen) < 0 ||
+            seen >= waiting)
+            return;
+        baton__sleep_ns(50000000ull);
+    }
 }
 
 /* Host: a fresh worker store, job id and MASTER_PORT for round k. */
@@ -94,8 +139,8 @@ static int host_round(job *j, const uint8_t *secret, baton_store *st, long k, ba
     return set_long(st, key, baton_store_server_port(*srv));
 }
 
-/* Joins round k and waits for it to close. Returns 1 with *slot and *size (a member when slot <= size), 0 on
- * a stop signal (*sig), -1 on a store failure or timeout (after a message). */
+/* Joins round k and waits for it to close. Returns 1 with *slot and *size (a member when slot <= size), 2 when
+ * the job finished meanwhile, 0 on a stop signal (*sig), -1 on a store failure or timeout (after a message). */
 static int join_round(baton_store *st, const run_opts *o, long k, double timeout, int sigfd, long *slot, long *size,
                       int *sig) {
     char jk[64], sk[64], ck[64];
@@ -110,6 +155,11 @@ static int join_round(baton_store *st, const run_opts *o, long k, double timeout
         int exists = 0;
         if (key_exists(st, sk, &exists) < 0) return -1;
         if (exists) return get_long(st, sk, 10.0, size) < 0 ? -1 : 1;
+        if (key_exists(st, "elastic/complete", &exists) < 0) return -1;
+        if (exists) {
+            int64_t seen;
+            return baton_store_add(st, "elastic/complete_seen", 1, &seen) < 0 ? -1 : 2;
+        }
         if (baton_store_add(st, jk, 0, &r) < 0) return -1;
         if (r != last) last = r, changed = baton__now_ns();
         int settled = baton__now_ns() - changed >= (uint64_t)ELASTIC_SETTLE_MS * 1000000ull;
@@ -169,6 +219,11 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
             goto out;
         }
         if (jr < 0) goto store_err;
+        if (jr == 2) {
+            fprintf(stderr, "baton run: the job finished before this launcher could join it; nothing to do\n");
+            code = 0;
+            goto out;
+        }
         if (slot > size) {   /* late for this round: it stops for us (poll_elastic) and we join the next */
             fprintf(stderr, "baton run: round %ld is full (%ld nodes); joining the next one\n", k, size);
             continue;
@@ -193,7 +248,7 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
         snprintf(rj.store_host, sizeof rj.store_host, "%s", o->rdzv_host);
         fprintf(stderr, "baton run: round %ld: node %ld of %ld, world size %ld\n", k, ro.node_rank, size, size * o->nproc);
 
-        elastic_ctx ctx = {st, k, size, o->nnodes};
+        elastic_ctx ctx = {st, k, size, o->nnodes, 0};
         run_group g;
         run_outcome oc;
         int started = run_attempt(&rj, sigfd, poll_elastic, &ctx, &g, &oc) == 0;
@@ -218,6 +273,15 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
             goto out;
         }
         if (oc.result == RUN_OK) {   /* done here; the job is done when every node of the round is */
+            int v = round_verdict(&ctx, 'f');
+            if (v < 0) goto store_err;
+            if (v == 'j') {   /* a join request came first: the round stops on every node */
+                oc.result = RUN_REMOTE;
+                snprintf(oc.why, sizeof oc.why, "a launcher is waiting to join");
+            }
+        }
+        if (oc.result == RUN_OK) {
+            ctx.finishing = 1;
             int64_t done = 0;
             snprintf(key, sizeof key, "elastic/%ld/done", k);
             if (baton_store_add(st, key, 1, &done) < 0) goto store_err;
@@ -230,6 +294,7 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
             }
             if (!stop) {
                 code = 0;
+                if (done >= size) finish_job(st, host, k);
                 goto out;
             }
             oc.result = RUN_REMOTE;

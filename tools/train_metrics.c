@@ -200,7 +200,8 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         return;
     }
     long lo = n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0;
-    double *tmp = malloc((size_t)n * sizeof *tmp), *work = malloc((size_t)world * 6 * sizeof *work);
+    /* tmp holds one rank's steps, or one value per rank */
+    double *tmp = malloc((size_t)(n > world ? n : world) * sizeof *tmp), *work = malloc((size_t)world * 6 * sizeof *work);
     if (!tmp || !work) {
         free(tmp);
         free(work);

@@ -143,7 +143,11 @@ int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi);
  * at most one element). Stage 1: gradients are all-reduced as without ZeRO; the optimizer keeps state for, and
  * updates, the own shard only; the updated shards are all-gathered. Stage 2: each bucket is reduced straight
  * into the ranks' shards during backward (baton_reduce_range: each rank gets only its part of the bucket), so
- * the reduced gradient of a rank is its shard; clipping sums the shards' squares with one f64 all-reduce.
+ * the reduced gradient of a rank is its shard; clipping sums the shards' squares with one f64 all-reduce. At
+ * stage 2 the params keep no whole gradient slab: backward writes into two bucket-sized staging slots bound
+ * through the tape's need hook and recycled as buckets are reduced (docs/zero.md), every micro-batch of a
+ * step is reduced, and after baton_ddp_finish the gradient is baton_params_grad_at(params, lo, hi) of the
+ * rank's shard only (baton_params_grad is NULL).
  * Without ZeRO baton_ddp_step is clip + optimizer step, as before. */
 /* The rank's shard [*lo, *hi) of the slab (the whole slab without ZeRO or with one rank). */
 void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi);
@@ -154,10 +158,11 @@ int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt);
  * of the all-gather / the norm's all-reduce (the communicator is then unusable). *norm (may be NULL) gets
  * the global gradient norm before clipping, the same on every rank. */
 int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, float *norm);
-/* Bytes per rank: parameters, gradients (the gradient slab backward writes), reduced gradients the rank keeps
- * (its shard at stage 2, else the slab), optimizer state. */
+/* Bytes per rank: parameters; gradients = the reduced gradients the rank keeps (its shard at stage 2, else the
+ * whole slab) + staging (stage 2: the bucket slots backward writes into and the reduction reads, about two of
+ * the largest bucket; else the 16-bit wire copy of the slab, if any); optimizer state. */
 typedef struct {
-    uint64_t param_bytes, grad_bytes, grad_reduced_bytes, optim_bytes;
+    uint64_t param_bytes, grad_bytes, grad_reduced_bytes, grad_staging_bytes, optim_bytes;
 } baton_ddp_memory;
 void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out);
 

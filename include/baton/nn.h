@@ -97,7 +97,10 @@ int baton_params_count(const baton_params *p);
 const baton_param_info *baton_params_info(const baton_params *p, int i);
 int baton_params_find(const baton_params *p, const char *name);   /* index or -1 */
 float *baton_params_data(baton_params *p);                        /* slab of baton_params_numel floats */
-float *baton_params_grad(baton_params *p);                        /* same layout */
+/* The gradient slab, same layout; NULL while baton_params_shard_grads holds only a range of it. */
+float *baton_params_grad(baton_params *p);
+/* The gradient of slab elements [lo, hi): a pointer to element lo (the range must be held). */
+float *baton_params_grad_at(baton_params *p, size_t lo, size_t hi);
 size_t baton_params_numel(const baton_params *p);                 /* slab length incl. alignment padding */
 baton_tensor *baton_params_tensor(baton_params *p, int i);        /* view used by ops */
 /* Marks every gradient empty: the next backward writes instead of adding. Padding stays zero. */
@@ -106,8 +109,16 @@ void baton_params_zero_grad(baton_params *p);
  * shared-memory buffer from baton_buffer_alloc so that the data-parallel all-reduce is zero-copy): copies
  * the current gradients there and repoints every view. The caller keeps ownership of `slab` and keeps it
  * alive until baton_params_free or the next call; NULL moves the gradients back into memory the params own.
- * Call it between steps (never while a tape recorded with these params is about to run backward). */
+ * Call it between steps (never while a tape recorded with these params is about to run backward). While a
+ * caller's slab is in use, the params free their own (it is allocated again, zeroed, when NULL restores it). */
 int baton_params_set_grad_slab(baton_params *p, float *slab);
+/* ZeRO-2: the params hold the gradient of slab elements [lo, hi) only, in the caller's `shard` (hi - lo floats,
+ * 64-byte aligned; the current values of that range are copied there) and free their own slab. Backward then
+ * writes each view's gradient wherever baton_params_set_view_grad points it (the caller's staging, recycled
+ * during backward through the tape's need hook); the caller points every view before the next forward.
+ * baton_params_set_grad_slab(p, NULL) returns to a whole slab of one's own (zero outside [lo, hi)). */
+int baton_params_shard_grads(baton_params *p, float *shard, size_t lo, size_t hi);
+void baton_params_set_view_grad(baton_params *p, int i, float *grad);
 
 /* ---- tape -------------------------------------------------------------------------------------------- */
 typedef struct baton_tape baton_tape;
@@ -126,6 +137,9 @@ baton_tensor *baton_tape_input(baton_tape *t, int ndim, const int *shape, float 
  * to make inputs that receive gradients). */
 baton_tensor *baton_tape_tensor(baton_tape *t, int ndim, const int *shape, int requires_grad);
 void baton_tape_set_grad_hook(baton_tape *t, baton_grad_hook hook, void *ctx);
+/* fn(ctx, i) runs right before backward first writes (or zero-fills) parameter i's gradient in a backward (its
+ * grad_full is 0): a ZeRO-2 engine points the view's gradient at staging memory there. */
+void baton_tape_set_grad_need_hook(baton_tape *t, baton_grad_hook hook, void *ctx);
 /* Reverse walk from the scalar `loss`, seeding d(loss) = scale (1/K for K accumulation steps). */
 void baton_tape_backward(baton_tape *t, baton_tensor *loss, float scale);
 size_t baton_tape_arena_bytes(const baton_tape *t);   /* bytes reserved by the arena */

@@ -1,7 +1,7 @@
 /* hier.c: hierarchical all-reduce across nodes (docs/algorithms.md, docs/cluster.md).
  *
  * Pipelined (every node has the same number L of local ranks, and the buffer is at least HIER_MIN_BYTES):
- * the buffer is cut into segments of 1 MiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
+ * the buffer is cut into segments of 512 KiB on the wire (BATON_HIER_SEGMENT, 64 KiB to 2 MiB). For each segment
  *   1. reduce-scatter inside the node over shared memory: local rank l holds slice l of the segment,
  *      reduced over its node (baton__shm_rs_slice; 16-bit dtypes as f32 partials);
  *   2. every local rank ring-all-reduces its slice with the ranks of the same local index on the other
@@ -9,7 +9,7 @@
  *      of the data; the finished slice is divided (AVG) or rounded to 16 bits once, here;
  *   3. all-gather of the finished slices inside the node (baton__shm_ag_slice).
  * Step 2 runs on a second thread, between steps 1 and 3 on the calling thread, which scatters up to
- * HIER_AHEAD segments ahead of the one it gathers: while the network works on segment k, shared memory
+ * 3 MiB of segments (3 to 16) ahead of the one it gathers: while the network works on segment k, shared memory
  * gathers what the network finished and scatters the next ones, so the node's link does not wait for
  * shared memory (not even when the calling thread loses its core for a few milliseconds). Each node's link carries 2(M-1)/M of the buffer (a flat ring over
  * K = M*L ranks: 2(K-1)/K). Across nodes the slices always go round a ring: recursive doubling over a
@@ -35,8 +35,11 @@
 
 enum {
     HIER_MIN_BYTES = 64 << 10,  /* below this the leaders' path (fewer, shorter messages) */
-    HIER_AHEAD = 3,             /* segments the scatter runs ahead of the gather */
-    HIER_SLOTS = HIER_AHEAD + 1,/* slices in flight: from the one being gathered to the one being scattered */
+    /* the scatter runs this many bytes of segments (at least 3, at most 16 segments) ahead of the gather */
+    HIER_AHEAD_BYTES = 3 << 20,
+    HIER_AHEAD_MIN = 3,
+    HIER_AHEAD_MAX = 16,
+    HIER_SLOTS_MAX = HIER_AHEAD_MAX + 1, /* slices in flight: from the one being gathered to the one being scattered */
 };
 
 /* ---- leaders' path --------------------------------------------------------------------------------- */
@@ -86,8 +89,9 @@ typedef struct {
     baton_op op, wop;       /* user op, and the one the partials combine with (SUM for AVG) */
     size_t count, seg;      /* elements, elements per segment */
     size_t nseg;
-    uint8_t *part[HIER_SLOTS];  /* my slice's partials (wdt) */
-    uint8_t *fin[HIER_SLOTS];   /* my finished slice (dt): part itself unless 16-bit */
+    size_t slots;               /* slices in flight: the segments ahead + 1 */
+    uint8_t *part[HIER_SLOTS_MAX];  /* my slice's partials (wdt) */
+    uint8_t *fin[HIER_SLOTS_MAX];   /* my finished slice (dt): part itself unless 16-bit */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t given, done;     /* segments handed to the network thread / finished by it */
@@ -103,47 +107,134 @@ static size_t seg_len(const hier_pipe *h, size_t k) {
     return h->count - off < h->seg ? h->count - off : h->seg;
 }
 
-/* Step 2 of segment k: all-reduce my slice across the nodes, then finish it (AVG, rounding). */
-static int net_segment(hier_pipe *h, size_t k) {
+/* My slice of segment k: its element count. */
+static size_t slice_len(const hier_pipe *h, size_t k) {
     size_t lo, hi;
     baton__shm_slice(seg_len(h, k), h->c->local_size, h->c->local_rank, h->dt, &lo, &hi);
-    size_t n = hi - lo;
-    int s = (int)(k % HIER_SLOTS);
-    int rc = baton__allreduce_ring(&h->g, h->part[s], h->part[s], n, h->wdt, h->wop);
-    if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
-                                       h->nseg, h->g.n);
+    return hi - lo;
+}
+
+/* Segment k's slice is all-reduced across the nodes: divide (AVG) or round it to 16 bits once, here. */
+static void finish_segment(hier_pipe *h, size_t k) {
+    size_t n = slice_len(h, k);
+    int s = (int)(k % h->slots);
     if (h->wdt != h->dt)
         baton__f32_to_16_avg((uint16_t *)h->fin[s], (const float *)h->part[s], n, h->dt,
                              h->op == BATON_AVG ? h->c->world : 1);
     else if (h->op == BATON_AVG)
         baton__finish_avg(h->part[s], n, h->dt, h->c->world);
+}
+
+/* Step 2 of segment k on its own (a buffer of one segment): all-reduce my slice across the nodes, finish it. */
+static int net_segment(hier_pipe *h, size_t k) {
+    int rc = baton__allreduce_ring(&h->g, h->part[k % h->slots], h->part[k % h->slots], slice_len(h, k), h->wdt,
+                                   h->wop);
+    if (rc < 0) return baton__fail_ctx(rc, "hierarchical allreduce, segment %zu of %zu across %d nodes: ", k + 1,
+                                       h->nseg, h->g.n);
+    finish_segment(h, k);
+    return BATON_OK;
+}
+
+/* ---- the fused ring across nodes ---------------------------------------------------------------------
+ * Segment by segment, a ring all-reduce is M-1 reduce-scatter steps then M-1 all-gather steps, each a
+ * message each way that cannot start before the previous one has landed: every step ends with the link
+ * drained, and a segment's steps wait for each other across the network 2(M-1) times. Tick t runs step s
+ * of segment t's reduce-scatter and step s of segment t-1's all-gather as ONE message each way (the two
+ * depend on nothing but their own previous steps), so the link drains half as often and every message is
+ * twice as long. Tick 0 only scatters, tick nseg only gathers; after tick t, segment t-1 is complete. */
+
+typedef struct {
+    uint8_t *ag_dst;        /* where the all-gather part lands (its place in the slice) */
+    size_t ag_bytes;        /* the first ag_bytes of the message */
+    uint8_t *rs_acc;        /* the reduce-scatter part combines into this partial */
+    const uint8_t *rbuf;    /* the landing buffer */
+    baton_dtype wdt;
+    baton_op wop;
+    size_t wsz;
+} tick_recv;
+
+/* Bytes [lo, hi) of the incoming message have landed: copy the all-gather part, combine the other. */
+static void tick_landed(void *ctx, size_t lo, size_t hi) {
+    const tick_recv *r = ctx;
+    if (lo < r->ag_bytes) {
+        size_t e = hi < r->ag_bytes ? hi : r->ag_bytes;
+        memcpy(r->ag_dst + lo, r->rbuf + lo, e - lo);
+        lo = e;
+    }
+    if (lo >= hi) return;
+    size_t a = (lo - r->ag_bytes) / r->wsz, n = (hi - lo) / r->wsz;
+    uint8_t *d = r->rs_acc + a * r->wsz;
+    const void *srcs[2] = {r->rbuf + lo, d};
+    baton__reduce_n(d, srcs, 2, n, r->wdt, r->wop, 0);
+}
+
+enum { TICK_UNIT = 64 << 10 }; /* the landed part is combined in pieces of this many bytes */
+
+static int net_tick(hier_pipe *h, size_t t, uint8_t *sbuf, uint8_t *rbuf) {
+    const int M = h->g.n, me = h->g.me, right = baton__mod(me + 1, M), left = baton__mod(me - 1, M);
+    const size_t wsz = baton_dtype_size(h->wdt);
+    const int ag = t >= 1, rs = t < h->nseg;
+    const size_t nag = ag ? slice_len(h, t - 1) : 0, nrs = rs ? slice_len(h, t) : 0;
+    uint8_t *pag = ag ? h->part[(t - 1) % h->slots] : NULL, *prs = rs ? h->part[t % h->slots] : NULL;
+    for (int s = 0; s < M - 1; s++) {
+        size_t ags_off = 0, ags_len = 0, agr_off = 0, agr_len = 0, rss_off = 0, rss_len = 0, rsr_off = 0, rsr_len = 0;
+        if (ag) {
+            baton__chunk(nag, M, baton__mod(me + 1 - s, M), &ags_off, &ags_len);
+            baton__chunk(nag, M, baton__mod(me - s, M), &agr_off, &agr_len);
+        }
+        if (rs) {
+            baton__chunk(nrs, M, baton__mod(me - s, M), &rss_off, &rss_len);
+            baton__chunk(nrs, M, baton__mod(me - s - 1, M), &rsr_off, &rsr_len);
+        }
+        if (ags_len) memcpy(sbuf, pag + ags_off * wsz, ags_len * wsz);
+        if (rss_len) memcpy(sbuf + ags_len * wsz, prs + rss_off * wsz, rss_len * wsz);
+        tick_recv r = {.ag_dst = pag ? pag + agr_off * wsz : NULL, .ag_bytes = agr_len * wsz,
+                       .rs_acc = prs ? prs + rsr_off * wsz : NULL, .rbuf = rbuf, .wdt = h->wdt, .wop = h->wop,
+                       .wsz = wsz};
+        baton_recv_progress prog = {.unit = TICK_UNIT, .fn = tick_landed, .ctx = &r};
+        size_t sbytes = (ags_len + rss_len) * wsz, rbytes = (agr_len + rsr_len) * wsz;
+        int rc = baton__gsendrecv_cb(&h->g, right, sbuf, sbytes, left, rbuf, rbytes, rbytes ? &prog : NULL,
+                                     "hierarchical allreduce");
+        if (rc < 0)
+            return baton__fail_ctx(rc, "segment %zu of %zu across %d nodes: ", rs ? t + 1 : t, h->nseg, M);
+    }
+    if (ag) finish_segment(h, t - 1);
     return BATON_OK;
 }
 
 static void *net_thread(void *arg) {
     hier_pipe *h = arg;
-    for (size_t k = 0; k < h->nseg; k++) {
+    /* a message carries at most one chunk of each of two slices (a shorter segment's slice may be up to 64
+     * bytes longer than the first's: slices start 64-byte aligned) */
+    size_t most = (slice_len(h, 0) + 64) / (size_t)h->g.n + 1, wsz = baton_dtype_size(h->wdt);
+    uint8_t *sbuf = malloc(2 * most * wsz), *rbuf = malloc(2 * most * wsz);
+    int rc = sbuf && rbuf ? BATON_OK
+                          : baton__fail(BATON_ENOMEM, "allreduce: out of memory for the hierarchical messages");
+    for (size_t t = 0; rc == BATON_OK && t <= h->nseg; t++) {
         uint64_t t0 = baton__now_ns();
         pthread_mutex_lock(&h->mu);
-        while (h->given <= k && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
+        while (t < h->nseg && h->given <= t && !h->stop) pthread_cond_wait(&h->cv, &h->mu);
         int stop = h->stop;
         pthread_mutex_unlock(&h->mu);
         if (stop) break;
         uint64_t t1 = baton__now_ns();
-        int rc = net_segment(h, k);
-        h->net_idle_ns += k ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
+        rc = net_tick(h, t, sbuf, rbuf);
+        h->net_idle_ns += t ? t1 - t0 : 0; /* before the first segment it waits for the pipeline to fill */
         h->net_busy_ns += baton__now_ns() - t1;
         pthread_mutex_lock(&h->mu);
-        if (rc < 0) {
-            h->failed = rc;
-            snprintf(h->err, sizeof h->err, "%s", baton_last_error());
-        } else {
-            h->done = k + 1;
-        }
+        if (rc == BATON_OK && t >= 1) h->done = t;
         pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
-        if (rc < 0) break;
     }
+    if (rc < 0) {
+        pthread_mutex_lock(&h->mu);
+        h->failed = rc;
+        snprintf(h->err, sizeof h->err, "%s", baton_last_error());
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    free(sbuf);
+    free(rbuf);
     return NULL;
 }
 
@@ -177,8 +268,13 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     size_t lo, hi;
     baton__shm_slice(h.seg < count ? h.seg : count, c->local_size, c->local_rank, dt, &lo, &hi);
     size_t maxslice = hi - lo + 64; /* slices of shorter segments are no longer (64-byte alignment slack) */
+    /* Scatter 3 MiB of segments ahead of the gather (3 to 16 segments; fewer when there are fewer). */
+    size_t ahead = HIER_AHEAD_BYTES / (h.seg * wsz);
+    ahead = ahead < HIER_AHEAD_MIN ? HIER_AHEAD_MIN : ahead > HIER_AHEAD_MAX ? HIER_AHEAD_MAX : ahead;
+    if (ahead > h.nseg - 1) ahead = h.nseg - 1;
+    h.slots = ahead + 1;
     int rc = BATON_OK;
-    for (int s = 0; s < HIER_SLOTS; s++) {
+    for (size_t s = 0; s < h.slots; s++) {
         h.part[s] = malloc(maxslice * wsz);
         h.fin[s] = h.wdt != dt ? malloc(maxslice * esz) : h.part[s];
         if (!h.part[s] || !h.fin[s]) rc = baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");
@@ -195,10 +291,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
      * `ahead` segments queued, so a calling thread that loses its core for a while (more ranks than cores)
      * does not stall the link. The schedule depends on nothing but the segment count (without the thread the
      * network steps run in line, right after the scatter). One segment: scatter, network, gather. */
-    const size_t ahead = h.nseg > 1 ? HIER_AHEAD : 0;
     for (size_t k = 0; rc == BATON_OK && k < h.nseg + ahead; k++) {
         if (k < h.nseg) {
-            rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % HIER_SLOTS],
+            rc = baton__shm_rs_slice(c, u++, in + k * h.seg * esz, seg_len(&h, k), dt, h.wop, h.part[k % h.slots],
                                      deadline);
             if (rc < 0) break;
             if (threaded)
@@ -209,7 +304,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
         if (k >= ahead) {
             size_t j = k - ahead;
             if (threaded && (rc = await(&h, j)) < 0) break;
-            rc = baton__shm_ag_slice(c, u++, h.fin[j % HIER_SLOTS], out + j * h.seg * esz, seg_len(&h, j), dt,
+            rc = baton__shm_ag_slice(c, u++, h.fin[j % h.slots], out + j * h.seg * esz, seg_len(&h, j), dt,
                                      deadline);
         }
     }
@@ -226,7 +321,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     c->big_chunks += u;
     pthread_cond_destroy(&h.cv);
     pthread_mutex_destroy(&h.mu);
-    for (int s = 0; s < HIER_SLOTS; s++) {
+    for (size_t s = 0; s < h.slots; s++) {
         if (h.fin[s] != h.part[s]) free(h.fin[s]);
         free(h.part[s]);
     }

@@ -56,12 +56,28 @@ baton_model_time baton__model_flat(baton_model_algo a, double bytes, int k, bato
     }
 }
 
-baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_link_params intra,
-                                   baton_link_params inter) {
+/* The leaders' path: direct inside the node, a ring across the node leaders on the whole buffer, a
+ * broadcast inside the node. */
+static baton_model_time hier_leaders(double bytes, int nodes, int per_node, baton_link_params intra,
+                                     baton_link_params inter) {
     baton_model_time in = baton__model_flat(BATON_MODEL_DIRECT, bytes, per_node, intra);
     baton_model_time across = baton__model_flat(BATON_MODEL_RING, bytes, nodes, inter);
     baton_model_time bc = per_node > 1 ? mt(intra.lat_s, bytes / intra.bw_Bps) : mt(0, 0);
     return mt(in.lat_s + across.lat_s + bc.lat_s, in.bw_s + across.bw_s + bc.bw_s);
+}
+
+baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_link_params intra,
+                                   baton_link_params inter) {
+    if (nodes * per_node <= 1) return mt(0, 0);
+    if (bytes < BATON_MODEL_HIER_MIN_BYTES || nodes < 2 || per_node < 2) return hier_leaders(bytes, nodes, per_node, intra, inter);
+    /* pipelined: per segment of s bytes, the node's link carries 2(M-1)/M s in 2(M-1) messages (L rings of
+     * s/L at once), shared memory scatters and gathers it (two barriers, 2(L-1)/L s); the slower stage sets
+     * the pace, the faster one adds one segment (the first scatter, the last gather) */
+    double nseg = ceil(bytes / BATON_MODEL_HIER_SEGMENT), s = bytes / nseg;
+    baton_model_time net = mt(2.0 * (nodes - 1) * inter.lat_s, 2.0 * (nodes - 1) / nodes * s / inter.bw_Bps);
+    baton_model_time shm = per_node > 1 ? mt(2 * intra.lat_s, 2.0 * (per_node - 1) / per_node * s / intra.bw_Bps) : mt(0, 0);
+    baton_model_time slow = net.total_s >= shm.total_s ? net : shm, fast = net.total_s >= shm.total_s ? shm : net;
+    return mt(nseg * slow.lat_s + fast.lat_s, nseg * slow.bw_s + fast.bw_s);
 }
 
 baton_model_time baton__model_flat_ring_cluster(double bytes, int nodes, int per_node, baton_link_params intra,
@@ -91,5 +107,13 @@ baton_model_memory baton__model_memory(double params, int ranks, int zero) {
     m.grads_B = 4.0 * (zero >= 2 ? shard : params);
     m.optim_B = 8.0 * (zero >= 1 ? shard : params);
     m.total_B = m.params_B + m.grads_B + m.optim_B;
+    m.staging_B = 0;
     return m;
+}
+
+double baton__model_zero2_staging(double params, double bucket_mb, double largest_param) {
+    if (params * 4.0 <= 1048576.0) return 4.0 * 16.0 * ceil(params / 16.0);   /* one bucket (the first's 1 MiB cap): one slot */
+    double cap = floor(bucket_mb * 1048576.0 / 4.0), big = largest_param > cap ? largest_param : cap;
+    if (big > params) big = params;
+    return 2.0 * 4.0 * 16.0 * ceil(big / 16.0);   /* slots hold whole 16-float (64-byte) lines */
 }

@@ -12,8 +12,13 @@
  *           of two adds a fold-in and a hand-back, 2 (alpha + n / beta)  (src/comm/algo_rd.c)
  *   direct  2 alpha + 2 (K-1)/K n / beta                   (shared memory: each rank reduces its 1/K slice
  *           straight from the others' buffers, then copies the other slices; two barriers)
- *   hier    direct inside each node of L ranks (intra link), ring across the M node leaders on the whole
- *           buffer (inter link), broadcast back inside the node: alpha_i + n / beta_i */
+ *   hier    M nodes of L ranks (src/comm/hier.c). Below 64 KiB the leaders' path: direct inside each node
+ *           (intra link), ring across the M node leaders on the whole buffer (inter link), broadcast back
+ *           inside the node (alpha_i + n / beta_i). From 64 KiB pipelined over S = n / ceil(n / 1 MiB)
+ *           byte segments (L > 1): per segment the network stage is 2(M-1) alpha_e + 2(M-1)/M S / beta_e (the L
+ *           local ranks each ring their 1/L slice across the nodes, all through the node's link) and the
+ *           shared-memory stage (reduce-scatter, all-gather) 2 alpha_i + 2(L-1)/L S / beta_i; the slower
+ *           stage runs once per segment, the faster one adds one segment (pipeline fill and drain). */
 #ifndef BATON_COMM_MODEL_H
 #define BATON_COMM_MODEL_H
 
@@ -42,6 +47,8 @@ int baton__model_algo_parse(const char *s, baton_model_algo *out); /* 0 or -1 */
 /* A flat all-reduce of `bytes` over `ranks` ranks on one link (ranks >= 1; 1 rank costs nothing).
  * BATON_MODEL_HIER is not flat: use baton__model_hier. */
 baton_model_time baton__model_flat(baton_model_algo a, double bytes, int ranks, baton_link_params link);
+#define BATON_MODEL_HIER_MIN_BYTES 65536.0   /* src/comm/hier.c HIER_MIN_BYTES */
+#define BATON_MODEL_HIER_SEGMENT 1048576.0   /* BATON_HIER_SEGMENT's default */
 /* Hierarchical: `nodes` nodes of `per_node` ranks, intra-node link `intra`, inter-node link `inter`. */
 baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_link_params intra,
                                    baton_link_params inter);
@@ -70,7 +77,14 @@ double baton__model_sqrt_efficiency(double c, int ranks);
  * ranks; 2: gradients too. A shard is ceil(params / ranks) elements (contiguous, within one element). */
 typedef struct {
     double params_B, grads_B, optim_B, total_B;
+    double staging_B;       /* part of grads_B: gradient staging (0 here; see baton__model_zero2_staging) */
 } baton_model_memory;
 baton_model_memory baton__model_memory(double params, int ranks, int zero);
+/* baton's ZeRO-2 (src/ddp/zero.c) stages the buckets backward writes in two slots of the largest bucket: a
+ * bucket closes below bucket_mb unless one parameter alone exceeds it, so the largest bucket is at most
+ * max(bucket_mb, largest_param) (and at most the model). Bytes of both slots (f32); exact when the largest
+ * bucket is one parameter of at least bucket_mb, an upper bound otherwise (largest_param 0: unknown). A model
+ * of at most 1 MiB is one bucket (the first bucket's cap): one slot. */
+double baton__model_zero2_staging(double params, double bucket_mb, double largest_param);
 
 #endif

@@ -79,14 +79,21 @@ static int add_fit(baton_tuning *t, const baton_tuning_point *g, double lo, doub
     return BATON_OK;
 }
 
-/* alpha and 1/beta of one link from its ring points: t = 2(K-1) alpha + 2(K-1)/K n / beta, relative LS. */
+double baton__tuning_cpu_share(const baton_tuning *t, int link, int ranks) {
+    if (link == BATON_LINK_NET || t->cpus <= 0 || ranks <= t->cpus) return 1.0;
+    return (double)ranks / t->cpus;
+}
+
+/* alpha and 1/beta of one link from its ring points: t = share x (2(K-1) alpha + 2(K-1)/K n / beta), relative
+ * LS, share = baton__tuning_cpu_share. */
 static void fit_link(baton_tuning *t, int link) {
     double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
     int n = 0;
     for (int i = 0; i < t->npoints; i++) {
         const baton_tuning_point *p = &t->points[i];
         if (p->link != link || p->algo != BATON_ALGO_RING || p->ranks < 2) continue;
-        double u = 1 / p->secs, f1 = 2.0 * (p->ranks - 1) * u, f2 = 2.0 * (p->ranks - 1) / p->ranks * p->bytes * u;
+        double u = baton__tuning_cpu_share(t, link, p->ranks) / p->secs;
+        double f1 = 2.0 * (p->ranks - 1) * u, f2 = 2.0 * (p->ranks - 1) / p->ranks * p->bytes * u;
         s11 += f1 * f1, s12 += f1 * f2, s22 += f2 * f2, r1 += f1, r2 += f2;
         n++;
     }
@@ -124,6 +131,12 @@ int baton__tuning_fit(baton_tuning *t) {
             }
             x[m] = t->points[g1].bytes, y[m] = t->points[g1].secs, m++;
         }
+        /* On one node a bigger all-reduce with the same algorithm never takes less time; a point slower
+         * than a bigger size's is a stall the machine added (a descheduled rank, a late wake-up), not the
+         * algorithm: it is fitted at the bigger size's time. Not across nodes: there the network's own
+         * behaviour can make a size reproducibly slower than a bigger one (docs/plan.md). */
+        for (int k = m - 2; k >= 0 && g->link != BATON_LINK_NET; k--)
+            if (y[k] > y[k + 1]) y[k] = y[k + 1];
         /* greedy ranges: grow while one line still predicts every point within FIT_TOL */
         for (int i = 0; i < m && rc >= 0;) {
             double a, b;
@@ -177,7 +190,8 @@ static int predict_exact(const baton_tuning *t, int link, baton_algo algo, int r
     /* above it: the largest size's time plus the extra bytes at the alpha-beta link's cost per byte (the
      * last line's own slope is noise-prone when it spans few points); the last line's slope without a link */
     double top = last->a_s + last->b_s * last->hi, slope = last->b_s;
-    if (t->have_link[link]) slope = baton__model_flat(model_of(algo), bytes, ranks, t->link[link]).bw_s / bytes;
+    if (t->have_link[link])
+        slope = baton__model_flat(model_of(algo), bytes, ranks, t->link[link]).bw_s / bytes * baton__tuning_cpu_share(t, link, ranks);
     if (top <= 0) top = 1e-9;
     *secs = slope > 0 ? top + slope * (bytes - last->hi) : top * bytes / last->hi;
     return BATON_OK;
@@ -201,6 +215,7 @@ int baton__tuning_predict(const baton_tuning *t, int link, baton_algo algo, int 
         double den = baton__model_flat(model_of(algo), bytes, best, t->link[link]).total_s;
         if (num > 0 && den > 0) base *= num / den;
     }
+    base *= baton__tuning_cpu_share(t, link, ranks) / baton__tuning_cpu_share(t, link, best);
     *secs = base;
     return BATON_OK;
 }
@@ -221,6 +236,7 @@ char *baton__tuning_to_json(const baton_tuning *t) {
     cJSON *j = cJSON_CreateObject(), *links = cJSON_AddArrayToObject(j, "links"), *fits, *pts;
     cJSON_AddNumberToObject(j, "version", 1);
     cJSON_AddStringToObject(j, "about", t->about);
+    if (t->cpus > 0) cJSON_AddNumberToObject(j, "cpus", t->cpus);
     for (int l = 0; l < BATON_LINK_COUNT; l++) {
         if (!t->have_link[l]) continue;
         cJSON *e = cJSON_CreateObject();
@@ -304,6 +320,14 @@ int baton__tuning_parse(const char *text, size_t len, baton_tuning *t) {
         goto out;
     }
     if (cJSON_IsString(about)) snprintf(t->about, sizeof t->about, "%s", about->valuestring);
+    const cJSON *cpus = cJSON_GetObjectItemCaseSensitive(j, "cpus");
+    if (cpus) {
+        if (!cJSON_IsNumber(cpus) || cpus->valuedouble < 1 || cpus->valuedouble > 1 << 20 || cpus->valuedouble != floor(cpus->valuedouble)) {
+            rc = baton__fail(BATON_EFORMAT, "calibration: cpus is not a whole number in [1, %d]", 1 << 20);
+            goto out;
+        }
+        t->cpus = (int)cpus->valuedouble;
+    }
     t->fits = calloc(BATON_TUNING_MAX, sizeof *t->fits);
     t->points = calloc(BATON_TUNING_MAX, sizeof *t->points);
     if (!t->fits || !t->points) {

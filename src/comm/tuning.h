@@ -8,7 +8,10 @@
  * transport, the alpha-beta link fitted to the ring points (comm/model.h), which scales a fit to a world
  * size that was not measured.
  *
- * File: JSON {"version":1, "about":"...", "links":[{"transport","lat_us","bw_gbs"}],
+ * More ranks than CPUs on one node (shm, tcp) share them: the link fit and the scaling to an unmeasured
+ * world size multiply the model's time by max(1, K / cpus) (baton__tuning_cpu_share).
+ *
+ * File: JSON {"version":1, "about":"...", "cpus":C (optional), "links":[{"transport","lat_us","bw_gbs"}],
  *             "fits":[{"transport","algo","ranks","lo","hi","a_us","b_us_per_byte"}],
  *             "points":[{"transport","algo","ranks","bytes","us"}]}
  * written atomically, private (0600). */
@@ -46,6 +49,8 @@ typedef struct baton_tuning_s {
     int have_link[BATON_LINK_COUNT];
     baton_link_params link[BATON_LINK_COUNT];
     char about[256];        /* where and when it was measured (CPU, load) */
+    int cpus;               /* CPUs the calibration ran on (0: unknown): K ranks on C < K of them each get
+                             * C/K of a CPU, so one node's all-reduce takes K/C times the model's time */
 } baton_tuning;
 
 void baton__tuning_free(baton_tuning *t);
@@ -57,6 +62,8 @@ int baton__tuning_fit(baton_tuning *t);
  * that world size, else the nearest measured one scaled by the alpha-beta model. BATON_ENOTFOUND when the
  * calibration has nothing for that link and algorithm. */
 int baton__tuning_predict(const baton_tuning *t, int link, baton_algo algo, int ranks, double bytes, double *secs);
+/* max(1, ranks / cpus) on one node (shm, tcp) with a known CPU count, else 1. */
+double baton__tuning_cpu_share(const baton_tuning *t, int link, int ranks);
 /* The algorithm in `cands` (n of them) predicted fastest; BATON_ALGO_AUTO when none can be predicted. */
 baton_algo baton__tuning_best(const baton_tuning *t, int link, const baton_algo *cands, int n, int ranks, double bytes);
 

@@ -66,12 +66,12 @@ static int unscale32(float *g, size_t n, float post) {
     return acc != acc;
 }
 
-/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. ZeRO-2:
- * reduces only into the part of the bucket [a, b) that lies in this rank's shard (the rest keeps this rank's
- * own unreduced gradient, which nothing reads). */
+/* All-reduces bucket k in place and leaves the average (divided by the loss scale) in the slab. ZeRO-2: the
+ * bucket is in its staging (zero.c); only the part [a, b) that lies in this rank's shard is reduced, and it
+ * goes into the rank's shard of the reduced gradient (added from the second micro-batch of a step on). */
 static int run_bucket(baton_ddp *d, int k, int track) {
     bucket *bk = &d->b[k];
-    float *g = baton_params_grad(d->params) + bk->lo;
+    float *g = d->z2 ? d->bucket_buf[k] : baton_params_grad(d->params) + bk->lo;
     size_t n = bk->hi - bk->lo, a = 0, b = n;
     if (d->cfg.zero == 2) {   /* the bucket's part of the shard, relative to the bucket */
         a = d->shard_lo > bk->lo ? d->shard_lo - bk->lo : 0;
@@ -90,7 +90,7 @@ static int run_bucket(baton_ddp *d, int k, int track) {
         if (rc >= 0 && scaled) bad = unscale32(g + a, b - a, post);
     } else {
         /* pre-divide by the world size so a 16-bit sum stays in range wherever the average does */
-        uint16_t *w = d->wire + bk->lo;
+        uint16_t *w = d->z2 ? d->bucket_wire[k] : d->wire + bk->lo;
         pack16(w, g, n, 1.0f / (float)d->world, d->cfg.grad_dtype);
         uint64_t t1 = baton__now_ns();
         rc = d->cfg.zero == 2 ? baton_reduce_range(d->comm, w, n, d->cfg.grad_dtype, BATON_SUM, a, b)
@@ -103,6 +103,12 @@ static int run_bucket(baton_ddp *d, int k, int track) {
             baton_trace_span(d->cfg.trace, track, BATON_EV_ALLREDUCE, k, t1, t2);
             baton_trace_span(d->cfg.trace, track, BATON_EV_CONVERT, k, t2, baton__now_ns());
         }
+    }
+    if (rc >= 0 && d->z2 && b > a) {   /* into the shard; later micro-batches of the step add */
+        float *dst = baton_params_grad_at(d->params, bk->lo + a, bk->lo + b);
+        if (d->micro == 0) memcpy(dst, g + a, (b - a) * sizeof(float));
+        else
+            for (size_t i = 0; i < b - a; i++) dst[i] += g[a + i];
     }
     uint64_t t3 = baton__now_ns();
     if (d->cfg.trace && (d->cfg.grad_dtype == BATON_F32 || d->world == 1))
@@ -143,6 +149,28 @@ static void launch_upto(baton_ddp *d, int upto) {
     pthread_mutex_unlock(&d->mu);
 }
 
+/* Without the comm thread: runs buckets [done, upto) here (the first failure is kept, the rest skipped). */
+static void run_inline(baton_ddp *d, int upto) {
+    for (; d->done < upto; d->done++) {
+        int rc = d->status < 0 ? BATON_OK : run_bucket(d, d->done, BATON_TRACK_MAIN);
+        if (rc < 0 && d->status == 0) {
+            d->status = rc;
+            snprintf(d->err, sizeof d->err, "%s", baton_last_error());
+        }
+    }
+    d->launched = d->done;
+}
+
+void baton__wait_done(baton_ddp *d, int upto) {
+    if (!d->thread_started) {
+        run_inline(d, upto);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    while (d->done < upto) pthread_cond_wait(&d->cv_done, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
 static void grad_hook(void *ctx, int param) {
     baton_ddp *d = ctx;
     if (!d->sync) return;
@@ -154,6 +182,7 @@ static void grad_hook(void *ctx, int param) {
     if (k == d->next_launch) return;
     d->next_launch = k;
     if (d->cfg.overlap && d->thread_started) launch_upto(d, k);
+    else if (d->z2) run_inline(d, k);   /* stage 2 recycles the staging during backward */
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------------- */
@@ -270,7 +299,9 @@ int baton_ddp_new(baton_ddp **out, baton_comm *comm, baton_params *params, baton
     if (d->world > 1) {
         if ((rc = sync_replicas(d)) < 0) goto fail;
         /* Collective decisions below depend only on the config, which every rank shares. */
-        if (c.zero_copy) {
+        if (c.zero == 2) {
+            if ((rc = baton__zero2_init(d)) < 0) goto fail;
+        } else if (c.zero_copy) {
             d->shm_grad = baton_buffer_alloc(comm, n * sizeof(float));
             if (d->shm_grad) {
                 int moved = baton_params_set_grad_slab(params, d->shm_grad);
@@ -279,7 +310,7 @@ int baton_ddp_new(baton_ddp **out, baton_comm *comm, baton_params *params, baton
                 BATON_WARN("ddp: no shared-memory gradient slab (%s); all-reduces will stage", baton_last_error());
             }
         }
-        if (c.grad_dtype != BATON_F32) {
+        if (c.grad_dtype != BATON_F32 && !d->z2) {
             d->wire = c.zero_copy ? baton_buffer_alloc(comm, n * sizeof(uint16_t)) : NULL;
             d->wire_shm = d->wire != NULL;
             if (!d->wire) d->wire = aligned_alloc(64, ((n * sizeof(uint16_t)) + 63) & ~(size_t)63);
@@ -336,12 +367,43 @@ void baton_ddp_free(baton_ddp *d) {
 }
 
 /* ---- per step ------------------------------------------------------------------------------------------ */
+/* Hands every bucket not launched yet to the comm thread (or runs it) and waits for all; returns the first
+ * failure of the step. */
+static int wait_all(baton_ddp *d) {
+    int rc = BATON_OK;
+    if (d->thread_started) {
+        if (d->next_launch < d->nb) launch_upto(d, d->next_launch = d->nb);
+        pthread_mutex_lock(&d->mu);
+        while (d->done < d->nb) pthread_cond_wait(&d->cv_done, &d->mu);
+        if ((rc = d->status) < 0) baton__fail(rc, "%s", d->err);
+        pthread_mutex_unlock(&d->mu);
+    } else {
+        run_inline(d, d->next_launch = d->nb);
+        if ((rc = d->status) < 0) baton__fail(rc, "%s", d->err);
+    }
+    return rc;
+}
+
 void baton_ddp_prepare(baton_ddp *d, int sync) {
+    int more = 0;   /* ZeRO-2: a micro-batch of this step was reduced into the shard already */
+    if (d->z2) {
+        /* Every micro-batch is reduced (into the shard, where they add up): staging holds one backward. */
+        more = d->in_step;
+        if (more) {
+            (void)wait_all(d);   /* a failure stays in status: finish reports it */
+            d->micro++;
+        } else {
+            d->micro = 0;
+        }
+        d->in_step = 1;
+        baton__zero2_begin(d);
+        sync = 1;
+    }
     d->sync = sync;
     if (!sync) return;
     for (int k = 0; k < d->nb; k++) d->b[k].remaining = d->b[k].nparams;
     d->next_launch = 0;
-    d->nonfinite = 0;
+    if (!more) d->nonfinite = 0;
     pthread_mutex_lock(&d->mu);
     BATON_ASSERT(d->done == d->launched);   /* the previous step was finished */
     d->launched = d->done = 0;
@@ -355,17 +417,10 @@ int baton_ddp_finish(baton_ddp *d, int *skip) {
     BATON_ASSERT(d->sync);   /* baton_ddp_prepare(d, 1) must precede the step's last backward */
     d->sync = 0;
     uint64_t t0 = baton__now_ns();
-    int rc = BATON_OK;
-    if (d->thread_started) {
-        /* Buckets the hook did not launch (none, unless backward was skipped) go now, in order. */
-        if (d->next_launch < d->nb) launch_upto(d, d->next_launch = d->nb);
-        pthread_mutex_lock(&d->mu);
-        while (d->done < d->nb) pthread_cond_wait(&d->cv_done, &d->mu);
-        if ((rc = d->status) < 0) baton__fail(rc, "%s", d->err);
-        pthread_mutex_unlock(&d->mu);
-    } else {
-        for (int k = 0; k < d->nb && rc >= 0; k++) rc = run_bucket(d, k, BATON_TRACK_MAIN);
-    }
+    /* Buckets the hook did not launch (none, unless backward was skipped; all of them without overlap) go
+     * now, in order. */
+    int rc = wait_all(d);
+    d->in_step = 0;
     uint64_t t1 = baton__now_ns();
     d->st.exposed_ns += t1 - t0;
     if (d->cfg.trace && d->thread_started) baton_trace_span(d->cfg.trace, BATON_TRACK_MAIN, BATON_EV_WAIT, 0, t0, t1);

@@ -3,6 +3,7 @@
  * The gradient side of stage 2 (each bucket reduced into the shards during backward) is in ddp.c's
  * run_bucket; see include/baton/ddp.h and docs/zero.md. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "util/util.h"
 
 enum { AG_CHUNK = 1 << 16 };   /* floats per rank per round of the uneven all-gather */
+enum { ZERO2_SLOTS = 2 };       /* staging slots: backward writes one bucket while the other is reduced */
 
 int baton__zero_init(baton_ddp *d) {
     size_t n = baton_params_numel(d->params);
@@ -28,10 +30,164 @@ int baton__zero_init(baton_ddp *d) {
     return BATON_OK;
 }
 
+static void *zalloc64(size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+/* Points parameter views [pfirst, pend) of bucket k at buf (the bucket's start) and zeroes the alignment
+ * padding between them, which backward never writes but the reduction and the norm read. */
+static void point_bucket(baton_ddp *d, int k, float *buf) {
+    const bucket *bk = &d->b[k];
+    for (int j = d->pfirst[k]; j < d->pend[k]; j++) {
+        const baton_param_info *v = baton_params_info(d->params, j);
+        baton_params_set_view_grad(d->params, j, buf + (v->offset - bk->lo));
+        size_t e = v->offset + v->count, pe = (e + 15) & ~(size_t)15;
+        if (pe > bk->hi) pe = bk->hi;
+        if (pe > e) memset(buf + (e - bk->lo), 0, (pe - e) * sizeof(float));
+    }
+}
+
+/* The tape's need hook: parameter `param` is about to get its first gradient of this backward. Its bucket
+ * takes a staging slot: a free one, else the one whose bucket was launched earliest (waiting until that
+ * bucket is reduced). The choice depends only on the order of backward, the same on every rank, so every
+ * rank stages bucket k at the same offset of its shared staging (which the peers read). When every slot is
+ * held by a bucket that is still being written (a weight used at both ends of the model), the bucket gets
+ * private staging of its own instead, reduced by an all-reduce (every rank makes the same choice). */
+static void zero2_need(void *ctx, int param) {
+    baton_ddp *d = ctx;
+    int k = d->bucket_of[param];
+    if (d->bucket_buf[k]) return;
+    int s = -1;
+    for (int i = 0; i < d->nslots && s < 0 && d->fixed_at[k] < 0; i++)
+        if (d->slot_bucket[i] < 0) s = i;
+    if (s < 0 && d->fixed_at[k] < 0)
+        for (int i = 0; i < d->nslots; i++)
+            if (d->slot_bucket[i] < d->next_launch && (s < 0 || d->slot_bucket[i] < d->slot_bucket[s])) s = i;
+    float *buf;
+    uint16_t *wire = NULL;
+    if (d->fixed_at[k] >= 0) {   /* a small bucket keeps its own place */
+        buf = d->stage + d->fixed_at[k];
+        if (d->stage_wire) wire = d->stage_wire + d->fixed_at[k];
+    } else if (s >= 0) {
+        if (d->slot_bucket[s] >= 0) baton__wait_done(d, d->slot_bucket[s] + 1);
+        d->slot_bucket[s] = k;
+        buf = d->stage + (size_t)s * d->slot_n;
+        if (d->stage_wire) wire = d->stage_wire + (size_t)s * d->slot_n;
+    } else {
+        size_t n = d->b[k].hi - d->b[k].lo;
+        if (!d->overflow[k]) {
+            d->overflow[k] = zalloc64(n * sizeof(float));
+            if (d->stage_wire) d->overflow_wire[k] = zalloc64(n * sizeof(uint16_t));
+            if (!d->overflow[k] || (d->stage_wire && !d->overflow_wire[k])) {
+                fprintf(stderr, "baton: zero: out of memory for %zu floats of gradient staging\n", n);
+                abort();
+            }
+            d->overflow_bytes += n * (sizeof(float) + (d->stage_wire ? sizeof(uint16_t) : 0));
+        }
+        buf = d->overflow[k];
+        wire = d->overflow_wire[k];
+    }
+    d->bucket_buf[k] = buf;
+    d->bucket_wire[k] = wire;
+    point_bucket(d, k, buf);
+}
+
+void baton__zero2_begin(baton_ddp *d) {
+    for (int i = 0; i < d->nslots; i++) d->slot_bucket[i] = -1;
+    for (int k = 0; k < d->nb; k++) d->bucket_buf[k] = NULL;
+    baton_params_zero_grad(d->params);   /* staging is recycled: every gradient is written afresh */
+}
+
+static void *stage_alloc(baton_ddp *d, size_t bytes, int *shm) {
+    void *p = d->cfg.zero_copy ? baton_buffer_alloc(d->comm, bytes) : NULL;
+    *shm = p != NULL;
+    return p ? p : zalloc64(bytes);
+}
+
+int baton__zero2_init(baton_ddp *d) {
+    if (!d->tape)
+        return baton__fail(BATON_EINVAL, "zero: stage 2 needs the tape (backward binds each bucket's staging "
+                           "through its need hook); pass it to baton_ddp_new");
+    d->z2 = 1;
+    size_t len = d->shard_hi - d->shard_lo, big = 0;
+    for (int k = 0; k < d->nb; k++)
+        if (d->b[k].hi - d->b[k].lo > big) big = d->b[k].hi - d->b[k].lo;
+    d->slot_n = (big + 15) & ~(size_t)15;
+    d->nslots = d->nb < ZERO2_SLOTS ? d->nb : ZERO2_SLOTS;
+    d->fixed_at = malloc((size_t)d->nb * sizeof(long));
+    if (!d->fixed_at) return baton__fail(BATON_ENOMEM, "zero: out of memory for the gradient shard");
+    /* Buckets of at most 1/8 of a slot (biases between two big weights, the small last layer) keep places of
+     * their own after the slots, up to one slot in all: a node writing a bias and a big weight of different
+     * buckets would otherwise wait for a whole slot to be reduced before it starts. */
+    d->fixed_n = 0;
+    for (int k = 0; k < d->nb; k++) {
+        size_t n = (d->b[k].hi - d->b[k].lo + 15) & ~(size_t)15;
+        d->fixed_at[k] = -1;
+        if (d->nb > d->nslots && n <= d->slot_n / 8 && d->fixed_n + n <= d->slot_n) {
+            d->fixed_at[k] = (long)((size_t)d->nslots * d->slot_n + d->fixed_n);
+            d->fixed_n += n;
+        }
+    }
+    d->gshard = zalloc64(len * sizeof(float));
+    d->slot_bucket = malloc((size_t)d->nslots * sizeof(int));
+    d->bucket_buf = calloc((size_t)d->nb, sizeof(float *));
+    d->bucket_wire = calloc((size_t)d->nb, sizeof(uint16_t *));
+    d->overflow = calloc((size_t)d->nb, sizeof(float *));
+    d->overflow_wire = calloc((size_t)d->nb, sizeof(uint16_t *));
+    d->pfirst = malloc((size_t)d->nb * sizeof(int));
+    d->pend = calloc((size_t)d->nb, sizeof(int));
+    if (!d->gshard || !d->slot_bucket || !d->bucket_buf || !d->bucket_wire || !d->overflow || !d->overflow_wire ||
+        !d->pfirst || !d->pend)
+        return baton__fail(BATON_ENOMEM, "zero: out of memory for the gradient shard");
+    for (int k = 0; k < d->nb; k++) d->pfirst[k] = baton_params_count(d->params);
+    for (int j = 0; j < baton_params_count(d->params); j++) {
+        int k = d->bucket_of[j];
+        if (j < d->pfirst[k]) d->pfirst[k] = j;
+        if (j + 1 > d->pend[k]) d->pend[k] = j + 1;
+    }
+    /* Collective (the same sizes on every rank, in the same order). */
+    size_t total = (size_t)d->nslots * d->slot_n + d->fixed_n;
+    d->stage = stage_alloc(d, total * sizeof(float), &d->stage_shm);
+    if (d->stage && d->cfg.grad_dtype != BATON_F32)
+        d->stage_wire = stage_alloc(d, total * sizeof(uint16_t), &d->stage_wire_shm);
+    if (!d->stage || (d->cfg.grad_dtype != BATON_F32 && !d->stage_wire))
+        return baton__fail(BATON_ENOMEM, "zero: out of memory for %d gradient staging slots of %zu floats", d->nslots,
+                           d->slot_n);
+    int rc = baton_params_shard_grads(d->params, d->gshard, d->shard_lo, d->shard_hi);
+    if (rc < 0) return rc;
+    /* every view points at valid memory before the first forward (the need hook rebinds it in backward) */
+    for (int k = 0; k < d->nb; k++) point_bucket(d, k, d->stage);
+    baton__zero2_begin(d);
+    if (d->tape) baton_tape_set_grad_need_hook(d->tape, zero2_need, d);
+    return BATON_OK;
+}
+
 void baton__zero_free(baton_ddp *d) {
     free(d->ag_send);
     free(d->ag_recv);
     d->ag_send = d->ag_recv = NULL;
+    if (d->tape && d->z2) baton_tape_set_grad_need_hook(d->tape, NULL, NULL);
+    if (d->gshard) baton_params_set_grad_slab(d->params, NULL);   /* a whole slab of the params' own again */
+    free(d->gshard);
+    if (d->stage_shm) baton_buffer_free(d->comm, d->stage);
+    else free(d->stage);
+    if (d->stage_wire_shm) baton_buffer_free(d->comm, d->stage_wire);
+    else free(d->stage_wire);
+    for (int k = 0; d->overflow && k < d->nb; k++) {
+        free(d->overflow[k]);
+        if (d->overflow_wire) free(d->overflow_wire[k]);
+    }
+    free(d->overflow);
+    free(d->overflow_wire);
+    free(d->slot_bucket);
+    free(d->fixed_at);
+    free(d->bucket_buf);
+    free(d->bucket_wire);
+    free(d->pfirst);
+    free(d->pend);
 }
 
 void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi) {
@@ -112,8 +268,15 @@ void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_
     size_t n = baton_params_numel(d->params), lo = 0, hi = n;
     if (opt) baton_optim_shard(opt, &lo, &hi);
     int slots = opt ? baton_optim_kind_slots(baton_optim_kind(opt)) : 0;
+    size_t wire = d->cfg.grad_dtype != BATON_F32 && d->world > 1 ? sizeof(uint16_t) : 0;
     out->param_bytes = (uint64_t)n * sizeof(float);
-    out->grad_bytes = (uint64_t)n * sizeof(float);
-    out->grad_reduced_bytes = (uint64_t)(d->cfg.zero == 2 ? d->shard_hi - d->shard_lo : n) * sizeof(float);
+    if (d->z2) {
+        out->grad_reduced_bytes = (uint64_t)(d->shard_hi - d->shard_lo) * sizeof(float);
+        out->grad_staging_bytes = ((uint64_t)d->nslots * d->slot_n + d->fixed_n) * (sizeof(float) + wire) + d->overflow_bytes;
+    } else {   /* the whole slab backward writes and the reduction averages in place (+ its 16-bit copy) */
+        out->grad_reduced_bytes = (uint64_t)n * sizeof(float);
+        out->grad_staging_bytes = (uint64_t)n * wire;
+    }
+    out->grad_bytes = out->grad_reduced_bytes + out->grad_staging_bytes;
     out->optim_bytes = (uint64_t)slots * (hi - lo) * sizeof(float);
 }

@@ -25,23 +25,61 @@ static inline uint16_t to_bf16(float f) {
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld) {
-    for (int i = 0; i < rows; i++) {
-        const float *s = src + (size_t)i * ld;
-        uint16_t *d = dst + (size_t)i * cols;
-        for (int j = 0; j < cols; j++) d[j] = to_bf16(s[j]);
+/* 16 floats to bf16 with AVX512_BF16's vcvtneps2bf16 (round to nearest even, like to_bf16; it reads input
+ * denormals as zero, values below 1.2e-38 that bf16 cannot hold as normals anyway). Used only after oneDNN has
+ * reported a bf16 ISA, which implies the instruction; the scalar loop serves other CPUs and builds. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HAVE_CVT_BF16 1
+__attribute__((target("avx512f,avx512bf16"))) static void cvt_row_bf16(uint16_t *d, const float *s, int n) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(s + j));
+        _mm256_storeu_si256((__m256i *)(d + j), (__m256i)v);
     }
+    for (; j < n; j++) d[j] = to_bf16(s[j]);
+}
+#endif
+
+static int use_cvt(void);   /* the CPU has AVX512_BF16 (oneDNN's ISA said so) */
+
+static void row_bf16(uint16_t *d, const float *s, int n) {
+#ifdef HAVE_CVT_BF16
+    if (use_cvt()) {
+        cvt_row_bf16(d, s, n);
+        return;
+    }
+#endif
+    for (int j = 0; j < n; j++) d[j] = to_bf16(s[j]);
 }
 
-/* dst (cols, rows) compact = src (rows, cols; ld)^T, in bf16; blocked so both sides stay in cache */
+/* Rows, or chunks of one long row, split over OpenMP's threads (elementwise: the same bits for any count). */
+void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld) {
+    if (rows == 1) {
+        enum { CH = 1 << 14 };
+#pragma omp parallel for schedule(static) if (cols >= BATON__PAR_MIN)
+        for (int j = 0; j < cols; j += CH) row_bf16(dst + j, src + j, cols - j < CH ? cols - j : CH);
+        return;
+    }
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BATON__PAR_MIN)
+    for (int i = 0; i < rows; i++) row_bf16(dst + (size_t)i * cols, src + (size_t)i * ld, cols);
+}
+
+/* dst (cols, rows) compact = src (rows, cols; ld)^T, in bf16: 32 x 32 tiles, each row of a tile converted as
+ * a vector into a small buffer, then written transposed; tiles of columns split over the threads */
 static void to_bf16_transposed(uint16_t *dst, const float *src, int rows, int cols, int ld) {
     enum { BLK = 32 };
-    for (int i0 = 0; i0 < rows; i0 += BLK)
-        for (int j0 = 0; j0 < cols; j0 += BLK) {
-            int i1 = i0 + BLK < rows ? i0 + BLK : rows, j1 = j0 + BLK < cols ? j0 + BLK : cols;
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BATON__PAR_MIN)
+    for (int j0 = 0; j0 < cols; j0 += BLK) {
+        uint16_t tile[BLK][BLK];
+        int j1 = j0 + BLK < cols ? j0 + BLK : cols;
+        for (int i0 = 0; i0 < rows; i0 += BLK) {
+            int i1 = i0 + BLK < rows ? i0 + BLK : rows;
+            for (int i = i0; i < i1; i++) row_bf16(tile[i - i0], src + (size_t)i * ld + j0, j1 - j0);
             for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(size_t)j * rows + i] = to_bf16(src[(size_t)i * ld + j]);
+                for (int i = i0; i < i1; i++) dst[(size_t)j * rows + i] = tile[i - i0][j - j0];
         }
+    }
 }
 
 float baton__bf16_round(float f) {
@@ -91,6 +129,7 @@ out:;
 }
 
 int baton_gemm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
+static int use_cvt(void) { return g_dnnl.init == 1 && g_dnnl.bf16; }
 
 static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t dt) {
     /* logical (rows, cols); stored row-major as given (trans: the stored matrix is (cols, rows)) */

@@ -101,3 +101,14 @@ const baton__omp_api *baton__omp(void) {
     if (!load(LIB_OMP)) die(LIB_OMP);
     return &omp_api;
 }
+
+/* The OpenMP calls that `-fopenmp` code in src/nn makes (the row loops' `#pragma omp parallel for`), forwarded
+ * to the libgomp loaded above, so nothing links libgomp and it is loaded at the first parallel loop. libbaton.so
+ * keeps these local (src/libbaton.map) and a program does not export them, so oneDNN, which libgomp serves,
+ * binds to libgomp's own. */
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) {
+    baton__omp()->GOMP_parallel(fn, data, num_threads, flags);
+}
+int omp_get_max_threads(void) { return baton__omp()->omp_get_max_threads(); }
+int omp_get_num_threads(void) { return baton__omp()->omp_get_num_threads(); }
+int omp_get_thread_num(void) { return baton__omp()->omp_get_thread_num(); }

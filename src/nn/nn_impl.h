@@ -48,7 +48,8 @@ typedef struct {
     float farg;                            /* op-specific float (dropout p, eps) */
 } baton_node;
 
-/* Arena: 64-byte aligned bump allocation in chunks; reset folds all chunks into one. */
+/* Arena: 64-byte aligned bump allocation in chunks, kept in allocation order and reused from the first at
+ * every reset (so a step after the first touches no new memory). */
 typedef struct baton_chunk baton_chunk;
 struct baton_chunk {
     baton_chunk *next;
@@ -60,7 +61,8 @@ struct baton_tape {
     baton_params *params;    /* borrowed; may be NULL */
     int training;
     baton_rng rng;           /* dropout */
-    baton_chunk *chunks;     /* current chunk first */
+    baton_chunk *chunks;     /* first chunk; the list is in allocation order */
+    baton_chunk *cur;        /* the chunk allocations come from now */
     size_t mallocs;          /* chunk allocations so far */
     baton_node *nodes;       /* node list (grows geometrically; stable once warm) */
     int n_nodes, cap_nodes;
@@ -68,6 +70,8 @@ struct baton_tape {
     int cap_params;
     baton_grad_hook hook;
     void *hook_ctx;
+    baton_grad_hook need;    /* before a parameter's first gradient write of a backward (ZeRO-2 staging) */
+    void *need_ctx;
     int gemm;                /* baton_gemm_backend of the transformer ops (gemm.c) */
     unsigned stamp;          /* incremented by every reset: a bf16 weight copy is fresh if its stamp matches */
     uint16_t **wbf;          /* per parameter: bf16 copy of its data, or NULL (allocated on first use) */
@@ -88,6 +92,11 @@ static inline float baton__grad_begin(baton_tensor *x) {
     b->grad_full = 1;
     return beta;
 }
+
+/* Row loops with at least this many elements run on OpenMP's threads (`#pragma omp parallel for
+ * if(n >= BATON__PAR_MIN)`): each row on one thread, no reduction split, so results never depend on the
+ * thread count; smaller ones stay serial (a parallel region costs a few microseconds). */
+#define BATON__PAR_MIN 32768
 
 /* One backward per op, defined in ops_dense.c and ops_conv.c. */
 #define BATON_OP_DECL_(name) void baton__bwd_##name(baton_tape *t, baton_node *n);

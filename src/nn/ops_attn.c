@@ -2,6 +2,7 @@
  * weighted sum, forward and backward over sgemm) and the residual add.
  * Shapes: B sequences of T positions, C = H heads x D dims per head; rows are (b, t) pairs, b-major. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "nn/nn_impl.h"
@@ -11,6 +12,7 @@
 baton_tensor *baton_add(baton_tape *t, baton_tensor *a, baton_tensor *b) {
     BATON_ASSERT(a->n == b->n);
     baton_tensor *y = baton__tensor_new(t, a->ndim, a->shape, baton__needs_grad(a) || baton__needs_grad(b));
+#pragma omp parallel for schedule(static) if (a->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < a->n; i++) y->data[i] = a->data[i] + b->data[i];
     baton_node *nd = baton__tape_push(t, BATON__OP_ADD);
     nd->in[0] = a;
@@ -22,7 +24,10 @@ baton_tensor *baton_add(baton_tape *t, baton_tensor *a, baton_tensor *b) {
 static void add_into(baton_tensor *x, const float *g) {
     if (!baton__needs_grad(x)) return;
     if (baton__grad_begin(x) == 0.0f) memcpy(x->grad, g, x->n * sizeof(float));
-    else for (size_t i = 0; i < x->n; i++) x->grad[i] += g[i];
+    else {
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
+        for (size_t i = 0; i < x->n; i++) x->grad[i] += g[i];
+    }
 }
 
 void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
@@ -31,42 +36,56 @@ void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
     add_into(nd->in[1], nd->out->grad);
 }
 
-/* ---- causal self-attention ---------------------------------------------------------------------------
- * qkv (B*T, 3C): row b*T+i holds [q | k | v] of position i of sequence b, each C = H*D wide, head h at
- * columns h*D .. h*D+D-1 of its part. Per (b, h), with Q, K, V the (T,D) strided views:
- *   S (T,T) = Q K^T / sqrt(D);  S_ij = -inf for j > i (causal);  P = softmax over each row;  Y (T,D) = P V
- * y (B*T, C) holds Y of head h at columns h*D... The probabilities P (B,H,T,T) are saved for backward. */
+/* One (sequence, head): P (T,T) and Y (T,D) from the strided views q, k, v (row stride ld) into y (row stride c). */
+static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float scale, const float *q, float *p,
+                     float *y) {
+    const float *k = q + c, *v = q + 2 * c;
+    baton_gemm(be, 0, 1, tt, tt, d, q, ld, k, ld, 0.0f, p, tt);   /* S = Q K^T */
+    for (int i = 0; i < tt; i++) {   /* scale, mask j > i, softmax over j <= i */
+        float *row = p + (size_t)i * tt, mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            row[j] *= scale;
+            mx = row[j] > mx ? row[j] : mx;
+        }
+        for (int j = 0; j <= i; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= i; j++) row[j] *= inv;
+        for (int j = i + 1; j < tt; j++) row[j] = 0.0f;
+    }
+    baton_gemm(be, 0, 0, tt, d, tt, p, tt, v, ld, 0.0f, y, c);   /* Y (T,D) = P (T,T) @ V (T,D) */
+}
+
+/* The (sequence, head) pairs are independent: with oneDNN (whose f32 sgemm runs single-threaded inside a
+ * parallel region) they are dealt to the OpenMP threads, each product small (T x T x D) and whole on one
+ * thread, instead of splitting every small product over the threads. OpenBLAS keeps one pair at a time.
+ * Under --precision bf16 these five products stay f32 (oneDNN's sgemm): per head they are too small for the
+ * bf16 matmul to beat f32 once both operands are converted (bench/gemm_bench: 37-60 vs 49-52 GFLOP/s on one
+ * thread), and the bf16 path's scratch and primitive arguments are per tape, so it could not run the heads in
+ * parallel. They are about 11 % of the model's FLOPs at T = 256, C = 384 (docs/gpt.md). */
+static baton_gemm_backend attn_backend(const baton_tape *t) {
+    return t->gemm == BATON_GEMM_OPENBLAS ? BATON_GEMM_OPENBLAS : BATON_GEMM_ONEDNN;
+}
+static int heads_parallel(const baton_tape *t, int pairs) { return attn_backend(t) == BATON_GEMM_ONEDNN && pairs > 1; }
+
 baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
     BATON_ASSERT(qkv->ndim == 2 && b > 0 && h > 0 && qkv->shape[0] % b == 0 && qkv->shape[1] % (3 * h) == 0);
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
     float scale = 1.0f / sqrtf((float)d);
-    int rg = baton__needs_grad(qkv);
+    int rg = baton__needs_grad(qkv), par = heads_parallel(t, b * h), nthr = par ? omp_get_max_threads() : 1;
     baton_tensor *y = baton__tensor_new(t, 2, (int[]){b * tt, c}, rg);
     size_t tsq = (size_t)tt * tt;
-    /* training: P for every (b,h) plus one (T,T) scratch for backward; evaluation: one P reused */
-    float *p_all = baton__arena_alloc(t, (rg ? (size_t)b * h + 1 : 1) * tsq * sizeof(float));
-    for (int bi = 0; bi < b; bi++)
-        for (int hi = 0; hi < h; hi++) {
-            const float *q = qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, *k = q + c, *v = q + 2 * c;
-            float *p = rg ? p_all + ((size_t)bi * h + hi) * tsq : p_all;
-            baton__gemm(t, 0, 1, tt, tt, d, q, ld, k, ld, -1, 0.0f, p, tt);   /* S = Q K^T */
-            for (int i = 0; i < tt; i++) {   /* scale, mask j > i, softmax over j <= i */
-                float *row = p + (size_t)i * tt, mx = -INFINITY, sum = 0.0f;
-                for (int j = 0; j <= i; j++) {
-                    row[j] *= scale;
-                    mx = row[j] > mx ? row[j] : mx;
-                }
-                for (int j = 0; j <= i; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
-                float inv = 1.0f / sum;
-                for (int j = 0; j <= i; j++) row[j] *= inv;
-                for (int j = i + 1; j < tt; j++) row[j] = 0.0f;
-            }
-            /* Y (T,D) = P (T,T) @ V (T,D), into columns hi*D of y */
-            baton__gemm(t, 0, 0, tt, d, tt, p, tt, v, ld, -1, 0.0f, y->data + (size_t)bi * tt * c + (size_t)hi * d, c);
-        }
+    /* training: P for every (b,h); evaluation: one P per thread, reused */
+    float *p_all = baton__arena_alloc(t, (rg ? (size_t)b * h : (size_t)nthr) * tsq * sizeof(float));
+#pragma omp parallel for schedule(static) num_threads(nthr) if (par)
+    for (int bh = 0; bh < b * h; bh++) {
+        int bi = bh / h, hi = bh % h;
+        float *p = p_all + (rg ? (size_t)bh : (size_t)omp_get_thread_num()) * tsq;
+        head_fwd(attn_backend(t), tt, d, ld, c, scale, qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, p,
+                 y->data + (size_t)bi * tt * c + (size_t)hi * d);
+    }
     baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
     nd->in[0] = qkv;
     nd->out = y;
@@ -79,31 +98,37 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
 /* Per (b,h), given dY (T,D) (columns hi*D of y->grad):
  *   dP = dY V^T;  dV = P^T dY;  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(D);  dQ = dS K;  dK = dS^T Q
  * The Q, K, V blocks of all (b,h) tile qkv->grad exactly once, so one beta serves every write. */
+static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float scale, float beta, const float *q,
+                     float *dq, const float *p, const float *dy, float *dp) {
+    const float *k = q + c, *v = q + 2 * c;
+    float *dk = dq + c, *dv = dq + 2 * c;
+    baton_gemm(be, 0, 1, tt, tt, d, dy, c, v, ld, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
+    baton_gemm(be, 1, 0, tt, d, tt, p, tt, dy, c, beta, dv, ld);    /* dV (T,D) = P^T dY */
+    for (int i = 0; i < tt; i++) {                                     /* dS, in place of dP */
+        const float *pr = p + (size_t)i * tt;
+        float *gr = dp + (size_t)i * tt, dot = 0.0f;
+        for (int j = 0; j <= i; j++) dot += pr[j] * gr[j];
+        for (int j = 0; j <= i; j++) gr[j] = pr[j] * (gr[j] - dot) * scale;
+        for (int j = i + 1; j < tt; j++) gr[j] = 0.0f;
+    }
+    baton_gemm(be, 0, 0, tt, d, tt, dp, tt, k, ld, beta, dq, ld);   /* dQ (T,D) = dS K */
+    baton_gemm(be, 1, 0, tt, d, tt, dp, tt, q, ld, beta, dk, ld);   /* dK (T,D) = dS^T Q */
+}
+
 void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
     baton_tensor *qkv = nd->in[0], *y = nd->out;
     if (!baton__needs_grad(qkv)) return;
     int b = nd->iarg[0], h = nd->iarg[1];
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
+    int par = heads_parallel(t, b * h), nthr = par ? omp_get_max_threads() : 1;
     float scale = 1.0f / sqrtf((float)d), beta = baton__grad_begin(qkv);
     size_t tsq = (size_t)tt * tt;
-    float *p_all = nd->saved, *dp = p_all + (size_t)b * h * tsq;
-    for (int bi = 0; bi < b; bi++)
-        for (int hi = 0; hi < h; hi++) {
-            size_t off = (size_t)bi * tt * ld + (size_t)hi * d;
-            const float *q = qkv->data + off, *k = q + c, *v = q + 2 * c;
-            float *dq = qkv->grad + off, *dk = dq + c, *dv = dq + 2 * c;
-            const float *p = p_all + ((size_t)bi * h + hi) * tsq;
-            const float *dy = y->grad + (size_t)bi * tt * c + (size_t)hi * d;
-            baton__gemm(t, 0, 1, tt, tt, d, dy, c, v, ld, -1, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
-            baton__gemm(t, 1, 0, tt, d, tt, p, tt, dy, c, -1, beta, dv, ld);    /* dV (T,D) = P^T dY */
-            for (int i = 0; i < tt; i++) {                               /* dS, in place of dP */
-                const float *pr = p + (size_t)i * tt;
-                float *gr = dp + (size_t)i * tt, dot = 0.0f;
-                for (int j = 0; j <= i; j++) dot += pr[j] * gr[j];
-                for (int j = 0; j <= i; j++) gr[j] = pr[j] * (gr[j] - dot) * scale;
-                for (int j = i + 1; j < tt; j++) gr[j] = 0.0f;
-            }
-            baton__gemm(t, 0, 0, tt, d, tt, dp, tt, k, ld, -1, beta, dq, ld);   /* dQ (T,D) = dS K */
-            baton__gemm(t, 1, 0, tt, d, tt, dp, tt, q, ld, -1, beta, dk, ld);   /* dK (T,D) = dS^T Q */
-        }
+    float *p_all = nd->saved, *dp_all = baton__arena_alloc(t, (size_t)nthr * tsq * sizeof(float));   /* per thread */
+#pragma omp parallel for schedule(static) num_threads(nthr) if (par)
+    for (int bh = 0; bh < b * h; bh++) {
+        int bi = bh / h, hi = bh % h;
+        size_t off = (size_t)bi * tt * ld + (size_t)hi * d;
+        head_bwd(attn_backend(t), tt, d, ld, c, scale, beta, qkv->data + off, qkv->grad + off, p_all + (size_t)bh * tsq,
+                 y->grad + (size_t)bi * tt * c + (size_t)hi * d, dp_all + (size_t)omp_get_thread_num() * tsq);
+    }
 }

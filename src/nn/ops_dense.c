@@ -119,6 +119,7 @@ static void act_backward_inplace(int act, float *g, const float *y, const float 
         for (size_t i = 0; i < n; i++) g[i] *= 1.0f - y[i] * y[i];
         break;
     case BATON_ACT_GELU:
+#pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
         for (size_t i = 0; i < n; i++) g[i] *= gelu_df(pre[i]);
         break;
     default: break;
@@ -156,6 +157,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, 0.0f, y->data, n);
     float *pre = NULL;
     if (act == BATON_ACT_GELU && y->grad) pre = baton__arena_alloc(t, y->n * sizeof(float));
+#pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {   /* one pass: bias + activation */
         float *row = y->data + (size_t)i * n;
         const float *bb = b ? b->data : NULL;
@@ -202,10 +204,11 @@ baton_tensor *baton_cross_entropy(baton_tape *t, baton_tensor *logits, const int
     int rg = baton__needs_grad(logits);
     baton_tensor *loss = baton__tensor_new(t, 1, (int[]){1}, rg);
     float *probs = rg ? baton__arena_alloc(t, logits->n * sizeof(float)) : NULL;
-    double total = 0.0;
+    double *row_loss = baton__arena_alloc(t, (size_t)m * sizeof(double));   /* summed in row order below */
+    for (int i = 0; i < m; i++) BATON_ASSERT(labels[i] >= 0 && labels[i] < c);
+#pragma omp parallel for schedule(static) if (logits->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {
         const float *row = logits->data + (size_t)i * c;
-        BATON_ASSERT(labels[i] >= 0 && labels[i] < c);
         float mx = row[0];
         for (int j = 1; j < c; j++) mx = row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
@@ -215,8 +218,10 @@ baton_tensor *baton_cross_entropy(baton_tape *t, baton_tensor *logits, const int
             sum += e;
         }
         if (probs) for (int j = 0; j < c; j++) probs[(size_t)i * c + j] /= sum;
-        total += (double)logf(sum) + mx - row[labels[i]];
+        row_loss[i] = (double)logf(sum) + mx - row[labels[i]];
     }
+    double total = 0.0;
+    for (int i = 0; i < m; i++) total += row_loss[i];
     loss->data[0] = (float)(total / m);
     baton_node *nd = baton__tape_push(t, BATON__OP_CROSS_ENTROPY);
     nd->in[0] = logits;
@@ -233,6 +238,7 @@ void baton__bwd_CROSS_ENTROPY(baton_tape *t, baton_node *nd) {
     int m = x->shape[0], c = x->shape[1];
     const float *p = nd->saved;
     float s = nd->out->grad[0] / (float)m, beta = baton__grad_begin(x);
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++)
         for (int j = 0; j < c; j++) {
             size_t q = (size_t)i * c + j;
@@ -317,6 +323,7 @@ baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamm
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape,
                                         baton__needs_grad(x) || baton__needs_grad(gamma) || baton__needs_grad(beta));
     float *stats = baton__arena_alloc(t, 2 * m * sizeof(float));   /* mean, rstd per row */
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < m; i++) {
         const float *r = x->data + i * c;
         double mean = 0.0, var = 0.0;
@@ -349,8 +356,35 @@ void baton__bwd_LAYERNORM(baton_tape *t, baton_node *nd) {
     float bx = baton__needs_grad(x) ? baton__grad_begin(x) : 0.0f;
     float bg = baton__needs_grad(gm) ? baton__grad_begin(gm) : 1.0f;
     float bb = baton__needs_grad(bt) ? baton__grad_begin(bt) : 1.0f;
-    if (baton__needs_grad(gm) && bg == 0.0f) memset(gm->grad, 0, (size_t)c * sizeof(float));
-    if (baton__needs_grad(bt) && bb == 0.0f) memset(bt->grad, 0, (size_t)c * sizeof(float));
+    int ng = baton__needs_grad(gm), nb = baton__needs_grad(bt);
+    if (ng && bg == 0.0f) memset(gm->grad, 0, (size_t)c * sizeof(float));
+    if (nb && bb == 0.0f) memset(bt->grad, 0, (size_t)c * sizeof(float));
+    /* gamma and beta: sums over rows, each column on one thread, rows in order (as a serial loop would), in
+     * blocks of 16 columns so a block's rows stay in cache */
+    enum { CB = 16 };
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN && (ng || nb))
+    for (int j0 = 0; j0 < c; j0 += CB) {
+        int w = c - j0 < CB ? c - j0 : CB;
+        float sg[CB], sb[CB];
+        for (int j = 0; j < w; j++) {
+            sg[j] = ng ? gm->grad[j0 + j] : 0.0f;
+            sb[j] = nb ? bt->grad[j0 + j] : 0.0f;
+        }
+        for (size_t i = 0; i < m; i++) {
+            const float *r = x->data + i * c + j0, *gy = y->grad + i * c + j0;
+            float mean = stats[2 * i], rstd = stats[2 * i + 1];
+            for (int j = 0; j < w; j++) {
+                sg[j] += gy[j] * ((r[j] - mean) * rstd);
+                sb[j] += gy[j];
+            }
+        }
+        for (int j = 0; j < w; j++) {
+            if (ng) gm->grad[j0 + j] = sg[j];
+            if (nb) bt->grad[j0 + j] = sb[j];
+        }
+    }
+    if (!baton__needs_grad(x)) return;
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < m; i++) {
         const float *r = x->data + i * c, *gy = y->grad + i * c;
         float mean = stats[2 * i], rstd = stats[2 * i + 1], s1 = 0.0f, s2 = 0.0f;
@@ -358,10 +392,7 @@ void baton__bwd_LAYERNORM(baton_tape *t, baton_node *nd) {
             float xh = (r[j] - mean) * rstd, dxh = gy[j] * gm->data[j];
             s1 += dxh;
             s2 += dxh * xh;
-            if (baton__needs_grad(gm)) gm->grad[j] += gy[j] * xh;
-            if (baton__needs_grad(bt)) bt->grad[j] += gy[j];
         }
-        if (!baton__needs_grad(x)) continue;
         s1 /= c;
         s2 /= c;
         for (int j = 0; j < c; j++) {
@@ -376,8 +407,9 @@ baton_tensor *baton_embedding(baton_tape *t, const int32_t *ids, int m, baton_te
     BATON_ASSERT(table->ndim == 2 && m > 0);
     int v = table->shape[0], c = table->shape[1];
     baton_tensor *y = new2(t, m, c, baton__needs_grad(table));
+    for (int i = 0; i < m; i++) BATON_ASSERT(ids[i] >= 0 && ids[i] < v);
+#pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {
-        BATON_ASSERT(ids[i] >= 0 && ids[i] < v);
         memcpy(y->data + (size_t)i * c, table->data + (size_t)ids[i] * c, (size_t)c * sizeof(float));
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_EMBEDDING);

@@ -98,6 +98,7 @@ int baton_optim_kind_slots(int kind) { return kind == BATON_OPTIM_ADAMW || kind 
 
 static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                   float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
+#pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;
@@ -109,7 +110,7 @@ static void adamw(float *restrict w, const float *restrict g, float *restrict m,
 
 void baton_optim_step(baton_optim *o, float lr) {
     baton_params *p = o->p;
-    float *w = baton_params_data(p), *g = baton_params_grad(p);
+    float *w = baton_params_data(p);
     const baton_optim_config *c = &o->cfg;
     if (ensure_state(o) < 0) BATON_ASSERT(!"optimizer: out of memory for the state");
     o->steps++;
@@ -123,13 +124,14 @@ void baton_optim_step(baton_optim *o, float lr) {
         if (off >= end) continue;
         size_t n = end - off, s = off - o->lo;
         float wd = v->decay ? c->weight_decay : 0.0f;
-        if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g + off, o->m + s, n, lr, c->momentum, wd);
+        const float *g = baton_params_grad_at(p, off, end);   /* the gradient of element off */
+        if (c->kind == BATON_OPTIM_SGD) baton__sgd(w + off, g, o->m + s, n, lr, c->momentum, wd);
         else if (c->kind == BATON_OPTIM_LARS)   /* the trust ratio needs whole views: not under ZeRO (refused) */
-            baton__lars(w + off, g + off, o->m + s, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
+            baton__lars(w + off, g, o->m + s, n, lr, c->momentum, wd, c->trust_coef > 0 ? c->trust_coef : 0.001f,
                         v->decay);
         else if (c->kind == BATON_OPTIM_LAMB)
-            baton__lamb(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
-        else adamw(w + off, g + off, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
+            baton__lamb(w + off, g, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
+        else adamw(w + off, g, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }
 
@@ -146,11 +148,11 @@ float baton_clip_grad_norm(baton_params *p, float max_norm) {
 }
 
 double baton_grad_sumsq(baton_params *p, size_t lo, size_t hi) {
-    return hi > lo ? baton__sumsq(baton_params_grad(p) + lo, hi - lo) : 0.0;
+    return hi > lo ? baton__sumsq(baton_params_grad_at(p, lo, hi), hi - lo) : 0.0;
 }
 
 void baton_grad_scale(baton_params *p, size_t lo, size_t hi, float k) {
-    if (hi > lo) baton__scale(baton_params_grad(p) + lo, hi - lo, k);
+    if (hi > lo) baton__scale(baton_params_grad_at(p, lo, hi), hi - lo, k);
 }
 
 float baton_lr_at(const baton_lr_schedule *s, long step) {

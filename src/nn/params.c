@@ -61,9 +61,11 @@ struct baton_params {
     int count;
     baton_param_info *info;   /* count views */
     baton_tensor *tensors;    /* count tensors viewing the slabs */
-    float *data, *grad;       /* slabs of numel floats, 64-byte aligned */
+    float *data;              /* slab of numel floats, 64-byte aligned */
+    float *grad;              /* the gradients held: slab elements [grad_lo, grad_hi), grad[0] is element grad_lo */
+    size_t grad_lo, grad_hi;  /* [0, numel) unless baton_params_shard_grads narrowed it */
     size_t numel;
-    float *own_grad;          /* the slab allocated here; grad != own_grad when a caller lent one */
+    float *own_grad;          /* the slab allocated here, or NULL while a caller lends the gradient memory */
 };
 
 int baton_params_new(baton_params **out, const baton_param_info *infos, int count) {
@@ -99,6 +101,7 @@ int baton_params_new(baton_params **out, const baton_param_info *infos, int coun
         off += (n + 15) & ~(size_t)15;   /* each view starts on a 64-byte boundary */
     }
     p->numel = off;
+    p->grad_hi = off;
     p->data = aligned_alloc(64, off * sizeof(float));
     p->grad = p->own_grad = aligned_alloc(64, off * sizeof(float));
     if (!p->data || !p->grad) {
@@ -131,6 +134,8 @@ void baton_params_free(baton_params *p) {
     free(p);
 }
 
+static int whole(const baton_params *p) { return p->grad_lo == 0 && p->grad_hi == p->numel; }
+
 int baton_params_count(const baton_params *p) { return p->count; }
 const baton_param_info *baton_params_info(const baton_params *p, int i) {
     BATON_ASSERT(i >= 0 && i < p->count);
@@ -142,7 +147,11 @@ int baton_params_find(const baton_params *p, const char *name) {
     return -1;
 }
 float *baton_params_data(baton_params *p) { return p->data; }
-float *baton_params_grad(baton_params *p) { return p->grad; }
+float *baton_params_grad(baton_params *p) { return whole(p) ? p->grad : NULL; }
+float *baton_params_grad_at(baton_params *p, size_t lo, size_t hi) {
+    BATON_ASSERT(p->grad_lo <= lo && lo <= hi && hi <= p->grad_hi);
+    return p->grad + (lo - p->grad_lo);
+}
 size_t baton_params_numel(const baton_params *p) { return p->numel; }
 baton_tensor *baton_params_tensor(baton_params *p, int i) {
     BATON_ASSERT(i >= 0 && i < p->count);
@@ -152,13 +161,52 @@ void baton_params_zero_grad(baton_params *p) {
     for (int i = 0; i < p->count; i++) p->tensors[i].grad_full = 0;
 }
 
+static void point_views(baton_params *p) {
+    for (int i = 0; i < p->count; i++) p->tensors[i].grad = p->grad + p->info[i].offset;
+}
+
 int baton_params_set_grad_slab(baton_params *p, float *slab) {
-    float *to = slab ? slab : p->own_grad;
-    if (((uintptr_t)to & 63) != 0)
-        return baton__fail(BATON_EINVAL, "params: a gradient slab must be 64-byte aligned (got %p)", (void *)to);
-    if (to == p->grad) return BATON_OK;
-    memcpy(to, p->grad, p->numel * sizeof(float));
+    if (slab && ((uintptr_t)slab & 63) != 0)
+        return baton__fail(BATON_EINVAL, "params: a gradient slab must be 64-byte aligned (got %p)", (void *)slab);
+    if (slab && slab == p->grad && whole(p)) return BATON_OK;
+    if (!slab && p->own_grad && p->grad == p->own_grad) return BATON_OK;
+    float *to = slab;
+    if (!to) {
+        to = aligned_alloc(64, p->numel * sizeof(float));
+        if (!to) return baton__fail(BATON_ENOMEM, "params: out of memory for the %zu-float gradient slab", p->numel);
+        memset(to, 0, p->numel * sizeof(float));
+    }
+    float *old = p->grad;
+    int was_whole = whole(p);
+    if (was_whole) memcpy(to, old, p->numel * sizeof(float));
+    else memcpy(to + p->grad_lo, old, (p->grad_hi - p->grad_lo) * sizeof(float));
+    if (p->own_grad && p->own_grad != to) free(p->own_grad);
+    p->own_grad = slab ? NULL : to;
     p->grad = to;
-    for (int i = 0; i < p->count; i++) p->tensors[i].grad = to + p->info[i].offset;
+    p->grad_lo = 0;
+    p->grad_hi = p->numel;
+    point_views(p);
+    if (!was_whole)   /* the views' gradients were elsewhere (staging): they hold nothing now */
+        for (int i = 0; i < p->count; i++) p->tensors[i].grad_full = 1;
     return BATON_OK;
+}
+
+int baton_params_shard_grads(baton_params *p, float *shard, size_t lo, size_t hi) {
+    if (lo > hi || hi > p->numel)
+        return baton__fail(BATON_EINVAL, "params: gradient shard [%zu, %zu) is not inside the %zu-element slab", lo, hi,
+                           p->numel);
+    if (!shard || ((uintptr_t)shard & 63) != 0)
+        return baton__fail(BATON_EINVAL, "params: a gradient shard must be 64-byte aligned (got %p)", (void *)shard);
+    memcpy(shard, baton_params_grad_at(p, lo, hi), (hi - lo) * sizeof(float));
+    if (p->own_grad) free(p->own_grad);
+    p->own_grad = NULL;
+    p->grad = shard;
+    p->grad_lo = lo;
+    p->grad_hi = hi;
+    return BATON_OK;
+}
+
+void baton_params_set_view_grad(baton_params *p, int i, float *grad) {
+    BATON_ASSERT(i >= 0 && i < p->count && grad);
+    p->tensors[i].grad = grad;
 }

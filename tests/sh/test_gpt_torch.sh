@@ -6,7 +6,7 @@
 #   the twin trains (a few steps, loss finite and falling).
 # Prints "N passed, N failed".
 BUILD=${BUILD:-build}
-PY=/usr/bin/python3
+PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }

@@ -26,9 +26,11 @@ for f in bin/baton lib/libbaton.a lib/libbaton.so include/baton/comm.h include/b
 done
 # the MPI plugin (built when libopenmpi-dev is installed) goes next to the library it is loaded by
 if [ -f "$BUILD/libbaton-mpi.so" ]; then check "installed lib/libbaton-mpi.so" test -e "$P/lib/libbaton-mpi.so"; fi
+# make asan: BATON_TEST_PY preloads the ASan runtime into Python, BATON_TEST_SAN builds the host programs with it
+PY=${BATON_TEST_PY:-/usr/bin/python3}
 pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 check "installed the Python package" test -f "$P/lib/python$pyv/dist-packages/baton/__init__.py"
-got=$(cd "$T" && PYTHONPATH="$P/lib/python$pyv/dist-packages" timeout 60 /usr/bin/python3 -c \
+got=$(cd "$T" && PYTHONPATH="$P/lib/python$pyv/dist-packages" timeout 60 $PY -c \
     'import baton, array; baton.init(); a = array.array("d", [1.5, 2]); baton.allreduce_(a); print(baton.__file__.startswith("'"$P"'"), baton.size(), list(a))' 2>&1)
 check "the installed package imports and reduces from the install tree (got '$got')" test "$got" = "True 1 [1.5, 2.0]"
 
@@ -43,7 +45,7 @@ check "libbaton.so exports public names ($public) and no baton__ internals ($int
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs baton 2>"$T/pc.err")
 check "pkg-config --cflags --libs baton: $flags" test -n "$flags"
-if cc examples/allreduce_worker.c $flags -o "$T/worker" 2>"$T/cc.err"; then
+if cc ${BATON_TEST_SAN:-} examples/allreduce_worker.c $flags -o "$T/worker" 2>"$T/cc.err"; then
     ok "example worker builds with pkg-config flags only"
 else
     bad "example worker builds with pkg-config flags only: $(head -n 5 "$T/cc.err")"
@@ -68,7 +70,7 @@ cat >"$T/hdr.cc" <<'CC'
 int main() { std::printf("%s %s\n", baton_strerror(BATON_ETIMEDOUT), baton_dtype_name(BATON_BF16)); return 0; }
 CC
 if command -v c++ >/dev/null 2>&1; then
-    if c++ "$T/hdr.cc" $flags -o "$T/hdr" 2>"$T/cxx.err"; then
+    if c++ ${BATON_TEST_SAN:-} "$T/hdr.cc" $flags -o "$T/hdr" 2>"$T/cxx.err"; then
         got=$(LD_LIBRARY_PATH="$P/lib" "$T/hdr")
         check "the headers compile and link as C++ (got '$got')" test "$got" = "timed out bf16"
     else

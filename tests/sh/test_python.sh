@@ -9,7 +9,7 @@
 #   examples/numpy_allreduce.py, examples/torch_mnist.py (a few steps)
 # Prints "N passed, N failed".
 BUILD=${BUILD:-build}
-PY=/usr/bin/python3
+PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
 # Each rank prints whole lines with flush=True: one write each when Python buffers, but two (the text, then
 # the newline) under PYTHONUNBUFFERED=1, where the ranks' lines can interleave.
 unset PYTHONUNBUFFERED
