@@ -9,7 +9,7 @@
 # Chromium runs with a fresh --user-data-dir inside the test's directory, removed with it (trap).
 BUILD=${BUILD:-build}
 B="$PWD/$BUILD/baton"
-PY=/usr/bin/python3
+PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
 passed=0
 failed=0
 ok() { echo "PASS $1"; passed=$((passed + 1)); }
