@@ -218,3 +218,27 @@ int main(int argc, char **argv) {
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+char *th_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 65536) {
+            cap = cap ? 2 * cap : 65536;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) th_fail(__FILE__, __LINE__, "out of memory reading %s", path);
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) th_fail(__FILE__, __LINE__, "cannot read %s", path);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}

@@ -79,4 +79,8 @@ int th_free_port(void);
 /* A fresh private directory under /tmp, removed by the harness after the test. */
 const char *th_tmpdir(void);
 
+/* The whole file at `path`, malloc'ed with a NUL after its last byte (the caller frees it); its size in
+ * *len (may be NULL). Fails the test if the file cannot be read. */
+char *th_slurp(const char *path, size_t *len);
+
 #endif

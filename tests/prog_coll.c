@@ -44,41 +44,17 @@ static double reference(baton_dtype dt, baton_op op, int n, size_t i, int salt) 
     return acc;
 }
 
-static void put(baton_dtype dt, void *p, size_t i, double v) {
-    switch (dt) {
-    case BATON_F32: ((float *)p)[i] = (float)v; break;
-    case BATON_F64: ((double *)p)[i] = v; break;
-    case BATON_F16: ((uint16_t *)p)[i] = baton__f32_to_f16_1((float)v); break;
-    case BATON_BF16: ((uint16_t *)p)[i] = baton__f32_to_bf16_1((float)v); break;
-    case BATON_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case BATON_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    default: break;
-    }
-}
-
-static double get(baton_dtype dt, const void *p, size_t i) {
-    switch (dt) {
-    case BATON_F32: return ((const float *)p)[i];
-    case BATON_F64: return ((const double *)p)[i];
-    case BATON_F16: return baton__f16_to_f32_1(((const uint16_t *)p)[i]);
-    case BATON_BF16: return baton__bf16_to_f32_1(((const uint16_t *)p)[i]);
-    case BATON_I32: return ((const int32_t *)p)[i];
-    case BATON_I64: return (double)((const int64_t *)p)[i];
-    default: return 0;
-    }
-}
-
 static long failures, checks;
 static int expect_algo = -1; /* --expect-algo: the algorithm every non-empty all-reduce must use */
 
 static void expect(const char *what, baton_dtype dt, const void *got, size_t i, double want) {
     uint8_t ref[8];
-    put(dt, ref, 0, want);
+    baton__dtype_put(dt, ref, 0, want);
     size_t e = baton_dtype_size(dt);
     checks++;
     if (memcmp((const uint8_t *)got + i * e, ref, e) == 0) return;
     if (failures++ < 8)
-        fprintf(stderr, "prog_coll: rank %d: %s: element %zu is %.9g, expected %.9g\n", rank_, what, i, get(dt, got, i), want);
+        fprintf(stderr, "prog_coll: rank %d: %s: element %zu is %.9g, expected %.9g\n", rank_, what, i, baton__dtype_get(dt, got, i), want);
 }
 
 static void *xmalloc(size_t n) {
@@ -100,7 +76,7 @@ static void test_allreduce(baton_comm *c, size_t count, baton_dtype dt, baton_op
     uint8_t *send = shmbuf ? baton_buffer_alloc(c, count * e + 64) : xmalloc(count * e);
     uint8_t *recv = inplace ? send : xmalloc(count * e);
     if (!send) fail_rc("baton_buffer_alloc", BATON_ENOMEM);
-    for (size_t i = 0; i < count; i++) put(dt, send, i, val(op, rank_, i, salt));
+    for (size_t i = 0; i < count; i++) baton__dtype_put(dt, send, i, val(op, rank_, i, salt));
     if (!inplace) memset(recv, 0x5a, count * e);
     int rc = baton_allreduce(c, send, recv, count, dt, op);
     if (rc < 0) fail_rc(what, rc);
@@ -120,7 +96,7 @@ static void test_allreduce(baton_comm *c, size_t count, baton_dtype dt, baton_op
 static void test_reduce_scatter(baton_comm *c, size_t count, baton_dtype dt, baton_op op, int salt) {
     size_t e = baton_dtype_size(dt), n = (size_t)world_;
     uint8_t *send = xmalloc(count * n * e), *recv = xmalloc(count * e);
-    for (size_t i = 0; i < count * n; i++) put(dt, send, i, val(op, rank_, i, salt));
+    for (size_t i = 0; i < count * n; i++) baton__dtype_put(dt, send, i, val(op, rank_, i, salt));
     memset(recv, 0x5a, count * e);
     int rc = baton_reduce_scatter(c, send, recv, count, dt, op);
     char what[128];
@@ -135,7 +111,7 @@ static void test_reduce_scatter(baton_comm *c, size_t count, baton_dtype dt, bat
 static void test_allgather(baton_comm *c, size_t count, baton_dtype dt, int salt) {
     size_t e = baton_dtype_size(dt), n = (size_t)world_;
     uint8_t *send = xmalloc(count * e), *recv = xmalloc(count * n * e);
-    for (size_t i = 0; i < count; i++) put(dt, send, i, val(BATON_SUM, rank_, i, salt));
+    for (size_t i = 0; i < count; i++) baton__dtype_put(dt, send, i, val(BATON_SUM, rank_, i, salt));
     memset(recv, 0x5a, count * n * e);
     int rc = baton_allgather(c, send, recv, count, dt);
     char what[128];
@@ -150,7 +126,7 @@ static void test_allgather(baton_comm *c, size_t count, baton_dtype dt, int salt
 static void test_broadcast(baton_comm *c, size_t count, baton_dtype dt, int root, int salt) {
     size_t e = baton_dtype_size(dt);
     uint8_t *buf = xmalloc(count * e);
-    for (size_t i = 0; i < count; i++) put(dt, buf, i, rank_ == root ? val(BATON_SUM, root, i, salt) : 99);
+    for (size_t i = 0; i < count; i++) baton__dtype_put(dt, buf, i, rank_ == root ? val(BATON_SUM, root, i, salt) : 99);
     int rc = baton_broadcast(c, buf, count, dt, root);
     char what[128];
     snprintf(what, sizeof what, "broadcast %zu x %s root %d algo=%s", count, baton_dtype_name(dt), root,

@@ -42,6 +42,27 @@ static void stopped_rank_is_blamed(const char *env) {
 TEST_T(stopped_rank_is_blamed_over_tcp, 200) { stopped_rank_is_blamed("BATON_TRANSPORT=tcp"); }
 TEST_T(stopped_rank_is_blamed_over_shm, 200) { stopped_rank_is_blamed(""); }
 
+/* A rank SIGSTOPped after it joined, before the init barrier (BATON_TEST_STOP_IN_INIT): the others used to fail
+ * with "barrier 'baton/init' did not complete" and the launcher blamed rank 0, the first to give up. */
+TEST_T(rank_stopped_in_the_init_barrier_is_blamed, 60) {
+    const char *transports[] = {"tcp", "shm"};
+    for (int t = 0; t < 2; t++) {
+        char cmd[1024], *out = NULL, line[512];
+        snprintf(cmd, sizeof cmd,
+                 "BATON_TRANSPORT=%s BATON_TEST_STOP_IN_INIT=2 %s run -n 4 --timeout 2 -- "
+                 "%s bench allreduce -b 1K -e 1K -n 10 -w 1",
+                 transports[t], th_baton(), th_baton());
+        int rc = th_run(cmd, 50, &out, NULL);
+        cause_line(out, line, sizeof line);
+        if (!strstr(line, "rank 2 stopped responding")) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, rc, out);
+        ASSERT_NE_INT(rc, 0);
+        ASSERT_CONTAINS(out, "barrier 'baton/init' did not complete");
+        ASSERT_CONTAINS(line, "rank 2 stopped responding");
+        ASSERT_CONTAINS(line, "stopped state");
+        free(out);
+    }
+}
+
 /* A rank that crashes is still the first failure, not a rank that merely saw it. */
 TEST_T(crashed_rank_is_blamed, 60) {
     char cmd[1024], *out = NULL, line[512];

@@ -401,41 +401,37 @@ TEST(ckpt_model_file_header_too_large) {
     le64(b, (uint64_t)1 << 40);
     hostile("model.safetensors", b, sizeof b, BATON_EFORMAT, "exceeds");
 }
+/* A safetensors file: the 8-byte header length, the JSON header, then `data` zero bytes of tensor data. */
+static void hostile_safetensors(const char *name, const char *header, size_t data, const char *needle) {
+    size_t hl = strlen(header);
+    unsigned char *b = calloc(1, 8 + hl + data);
+    ASSERT_TRUE(b != NULL);
+    le64(b, hl);
+    memcpy(b + 8, header, hl);
+    hostile(name, b, 8 + hl + data, BATON_EFORMAT, needle);
+    free(b);
+}
 TEST(ckpt_model_file_header_not_json) {
-    const char h[] = "not json!";
-    unsigned char b[8 + sizeof h];
-    le64(b, sizeof h - 1);
-    memcpy(b + 8, h, sizeof h);
-    hostile("model.safetensors", b, sizeof b - 1, BATON_EFORMAT, "not a JSON object");
+    hostile_safetensors("model.safetensors", "not json!", 0, "not a JSON object");
 }
 TEST(ckpt_optim_file_overlapping_offsets) {
-    const char h[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
-    unsigned char b[8 + sizeof h + 12] = {0};
-    le64(b, sizeof h - 1);
-    memcpy(b + 8, h, sizeof h - 1);
-    hostile("optim.safetensors", b, 8 + sizeof h - 1 + 12, BATON_EFORMAT, "overlap");
+    hostile_safetensors("optim.safetensors",
+                        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                        12, "overlap");
 }
 TEST(ckpt_optim_file_out_of_range_offsets) {
-    const char h[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,800]}}";
-    unsigned char b[8 + sizeof h + 8] = {0};
-    le64(b, sizeof h - 1);
-    memcpy(b + 8, h, sizeof h - 1);
-    hostile("optim.safetensors", b, 8 + sizeof h - 1 + 8, BATON_EFORMAT, "out of range");
+    hostile_safetensors("optim.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,800]}}", 8,
+                        "out of range");
 }
 TEST(ckpt_model_file_size_disagrees_with_shape) {
-    const char h[] = "{\"fc1.bias\":{\"dtype\":\"F32\",\"shape\":[50],\"data_offsets\":[0,8]}}";
-    unsigned char b[8 + sizeof h + 8] = {0};
-    le64(b, sizeof h - 1);
-    memcpy(b + 8, h, sizeof h - 1);
-    hostile("model.safetensors", b, 8 + sizeof h - 1 + 8, BATON_EFORMAT, "disagree");
+    hostile_safetensors("model.safetensors",
+                        "{\"fc1.bias\":{\"dtype\":\"F32\",\"shape\":[50],\"data_offsets\":[0,8]}}", 8, "disagree");
 }
 TEST(ckpt_model_file_truncated_then_recommitted) {
-    const char h[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
-    unsigned char b[8 + sizeof h + 16] = {0};
-    le64(b, sizeof h - 1);
-    memcpy(b + 8, h, sizeof h - 1);
-    hostile("model.safetensors", b, 8 + sizeof h - 1 + 5, BATON_EFORMAT, "truncated");
+    /* the header promises 16 bytes of data; 5 are there */
+    hostile_safetensors("model.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 5,
+                        "truncated");
 }
 
 /* ---- mismatches -------------------------------------------------------------------------------------- */

@@ -36,23 +36,10 @@ static void must(const char *cmd, double timeout_s, char **out) {
     ASSERT_EQ_INT(rc, 0);
 }
 
-static void *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    ASSERT_EQ_INT(fread(buf, 1, (size_t)n, f), n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* memcmp of two whole files. */
 static void same_bytes(const char *a, const char *b) {
     size_t la, lb;
-    void *x = slurp(a, &la), *y = slurp(b, &lb);
+    void *x = th_slurp(a, &la), *y = th_slurp(b, &lb);
     if (la != lb || memcmp(x, y, la)) th_fail(__FILE__, __LINE__, "%s and %s differ", a, b);
     free(x);
     free(y);

@@ -69,19 +69,6 @@ static char *path_in_tmp(const char *name) {
     return p;
 }
 
-static void *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    ASSERT_EQ_INT(fread(buf, 1, (size_t)n, f), n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* A bad output path fails at once, naming the flag, before any step (no progress or epoch line). */
 static void refused_before_training(const char *flag_and_path, const char *flag, const char *why) {
     char args[1024], *out = NULL;
@@ -155,7 +142,7 @@ TEST_T(train_resume_with_more_steps_extends_the_schedule, 180) {
     if (rc) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(rc, 0);
     size_t la, lb;
-    void *x = slurp(a, &la), *y = slurp(b, &lb);
+    void *x = th_slurp(a, &la), *y = th_slurp(b, &lb);
     ASSERT_EQ_INT(la, lb);
     ASSERT_TRUE(memcmp(x, y, la) != 0);   /* the 20 extra steps moved the parameters */
     free(x);

@@ -183,22 +183,10 @@ static double expect_reduced(const bench_opts *o, int n, size_t i, long it) {
     }
 }
 
-static void store_val(baton_dtype dt, void *p, size_t i, double v) {
-    switch (dt) {
-    case BATON_F32: ((float *)p)[i] = (float)v; break;
-    case BATON_F64: ((double *)p)[i] = v; break;
-    case BATON_F16: ((uint16_t *)p)[i] = baton__f32_to_f16_1((float)v); break;
-    case BATON_BF16: ((uint16_t *)p)[i] = baton__f32_to_bf16_1((float)v); break;
-    case BATON_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case BATON_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    default: break;
-    }
-}
-
 /* Compares bit patterns: the reference is the exact value rounded once into the dtype. */
 static int same(baton_dtype dt, const void *p, size_t i, double v) {
     uint8_t ref[8];
-    store_val(dt, ref, 0, v);
+    baton__dtype_put(dt, ref, 0, v);
     size_t e = baton_dtype_size(dt);
     return memcmp((const uint8_t *)p + i * e, ref, e) == 0;
 }
@@ -215,14 +203,14 @@ static void fill(const bench_opts *o, int rank, int n, bufs *b, size_t count, lo
     switch (o->coll) {
     case B_ALLREDUCE:
     case B_ALLGATHER:
-        for (size_t i = 0; i < count; i++) store_val(o->dt, b->send, i, val(o, rank, i, it));
+        for (size_t i = 0; i < count; i++) baton__dtype_put(o->dt, b->send, i, val(o, rank, i, it));
         break;
     case B_REDUCESCATTER:
-        for (size_t i = 0; i < count * (size_t)n; i++) store_val(o->dt, b->send, i, val(o, rank, i, it));
+        for (size_t i = 0; i < count * (size_t)n; i++) baton__dtype_put(o->dt, b->send, i, val(o, rank, i, it));
         break;
     case B_BROADCAST:
         if (rank == o->root)
-            for (size_t i = 0; i < count; i++) store_val(o->dt, b->recv, i, val(o, o->root, i, it));
+            for (size_t i = 0; i < count; i++) baton__dtype_put(o->dt, b->recv, i, val(o, o->root, i, it));
         else
             memset(b->recv, 0xff, count * baton_dtype_size(o->dt));
         break;

@@ -292,8 +292,7 @@ static int join_timed_out(baton_comm *c, int missing) {
                                           "BATON_JOIN_TIMEOUT and BATON_TIMEOUT / --timeout); it may be stopped, hung "
                                           "or still starting",
                          missing, join_wait_s(c));
-    baton__post_failure(c, rc, baton_last_error());
-    return rc;
+    return rc; /* baton_comm_init posts it for the launcher, like every timeout during init */
 }
 
 /* The host table, rank 0's one checked copy of every rank's host identity:
@@ -589,6 +588,11 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     t[4] = baton__now_ns();
     if (use_mpi && (rc = baton__comm_setup_mpi(c)) < 0) goto fail;
     if ((rc = baton__autotune_init(c, deadline)) < 0) goto fail;
+    /* Test knob (tests/test_blame.c): rank BATON_TEST_STOP_IN_INIT stops itself (SIGSTOP) here, having joined,
+     * before the init barrier. Inert unless set. */
+    long stop_rank = -1;
+    if (baton__env_long("BATON_TEST_STOP_IN_INIT", -1, 0, c->world - 1, &stop_rank) == BATON_OK && stop_rank == c->rank)
+        raise(SIGSTOP);
     if ((rc = baton_store_barrier(c->store, "baton/init", c->world, (double)(deadline - baton__now_ns()) / 1e9)) < 0)
         goto fail;
     t[5] = baton__now_ns();
@@ -606,6 +610,17 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     return BATON_OK;
 fail:
     if (plan.host_it && plan.file[0]) unlink(plan.file);
+    /* A timeout anywhere in init (joining, shared memory, connections, the init barrier) means some rank did
+     * not come: say so in the store, so that the launcher blames a rank it finds stopped or silent rather than
+     * the first rank that gave up waiting (a rank SIGSTOPped after joining, before the barrier, was not named). */
+    if (rc == BATON_ETIMEDOUT && c->store) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", baton_last_error());
+        double bound = c->opt.timeout_s > 0.5 ? c->opt.timeout_s : 0.5;
+        if (bound < c->opt.join_timeout_s) baton_store_set_io_timeout(c->store, bound);
+        baton__post_failure(c, rc, why);
+        baton__fail(rc, "%s", why);
+    }
     c->broken = 1; /* no MPI_Finalize: the other ranks may never get there */
     baton_comm_free(c);
     return rc;

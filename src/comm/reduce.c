@@ -152,5 +152,29 @@ void baton__f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 
 float baton__f16_to_f32_1(uint16_t h) { return baton__h2f(h); }
 uint16_t baton__f32_to_f16_1(float f) { return baton__f2h(f); }
+
+double baton__dtype_get(baton_dtype dt, const void *p, size_t i) {
+    switch (dt) {
+    case BATON_F32: return ((const float *)p)[i];
+    case BATON_F64: return ((const double *)p)[i];
+    case BATON_F16: return baton__f16_to_f32_1(((const uint16_t *)p)[i]);
+    case BATON_BF16: return baton__bf16_to_f32_1(((const uint16_t *)p)[i]);
+    case BATON_I32: return ((const int32_t *)p)[i];
+    case BATON_I64: return (double)((const int64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+void baton__dtype_put(baton_dtype dt, void *p, size_t i, double v) {
+    switch (dt) {
+    case BATON_F32: ((float *)p)[i] = (float)v; break;
+    case BATON_F64: ((double *)p)[i] = v; break;
+    case BATON_F16: ((uint16_t *)p)[i] = baton__f32_to_f16_1((float)v); break;
+    case BATON_BF16: ((uint16_t *)p)[i] = baton__f32_to_bf16_1((float)v); break;
+    case BATON_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case BATON_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
 float baton__bf16_to_f32_1(uint16_t h) { return baton__b2f(h); }
 uint16_t baton__f32_to_bf16_1(float f) { return baton__f2b(f); }

@@ -42,6 +42,10 @@ float baton__f16_to_f32_1(uint16_t h);
 uint16_t baton__f32_to_f16_1(float f);
 float baton__bf16_to_f32_1(uint16_t h);
 uint16_t baton__f32_to_bf16_1(float f);
+/* Element i of a buffer of dtype dt as a double, and a double rounded once into element i (integers
+ * truncated toward zero). For tests and benchmarks that fill and check buffers of any dtype. */
+double baton__dtype_get(baton_dtype dt, const void *p, size_t i);
+void baton__dtype_put(baton_dtype dt, void *p, size_t i, double v);
 
 /* Which code path the kernels use: "avx512", "avx2" or "scalar". BATON_SIMD=scalar|avx2|avx512 (env)
  * lowers it (never above what the CPU has); tests call baton__reduce_force_isa to compare paths. */
