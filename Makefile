@@ -11,7 +11,11 @@ WERROR  ?= $(if $(CI),-Werror,)
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += -lopenblas -ldnnl -lgomp -lsodium -lcjson -lz -lm -lrt
+LDLIBS  += -lsodium -lcjson -lz -lm -lrt
+# Programs (baton, the tests, anything linking libbaton.a through EXE_LDLIBS) take libsodium and zlib from their
+# static archives: two libraries fewer for the dynamic loader to map and relocate at every start of the launcher
+# and of every rank (issue 8, startup floor). libbaton.so and the Python extension link them dynamically.
+EXE_LDLIBS := -Wl,-Bstatic -lsodium -lz -Wl,-Bdynamic -lcjson -lm -lrt
 
 # Debian packages the build and the tests need (the benchmarks install their own heavier peers).
 DEB_PKGS := gcc make pkg-config libopenblas-dev libdnnl-dev libsodium-dev libcjson-dev zlib1g-dev dataset-fashion-mnist python3
@@ -67,16 +71,16 @@ $(BUILD)/libbaton.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/baton: $(TOOL_OBJ) $(BUILD)/libbaton.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libbaton.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libbaton.a $(EXE_LDLIBS)
 
 # tests/prog_*.c are standalone programs (own main) that multi-process tests start under `baton run`.
 $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/prog_%.o $(BUILD)/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libbaton.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libbaton.a $(EXE_LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libbaton.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libbaton.a $(EXE_LDLIBS)
 
 run: deps
 	@$(MAKE) --no-print-directory all

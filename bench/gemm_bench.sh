@@ -9,7 +9,7 @@ BUILD=${BUILD:-build}
 [ -f "$BUILD/libbaton.a" ] || { echo "gemm_bench.sh: $BUILD/libbaton.a is missing; run 'make' first" >&2; exit 1; }
 mkdir -p bench/out
 cc -std=c11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Iinclude -Isrc bench/gemm_bench.c \
-    "$BUILD/libbaton.a" -lopenblas -ldnnl -lgomp -lm -lrt -pthread -o bench/out/gemm_bench
+    "$BUILD/libbaton.a" -lsodium -lcjson -lz -lm -lrt -pthread -o bench/out/gemm_bench
 echo "# $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), nproc $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|amx_tile)$' | tr '\n' ' ')"
 echo "# OpenBLAS: $(cat /sys/devices/system/cpu/cpu0/cache/index0/size 2>/dev/null) L1d; autodetected core: \

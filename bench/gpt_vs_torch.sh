@@ -29,7 +29,7 @@ BATON="$PWD/$BUILD/baton"
 TWIN="$PWD/bench/gpt_torch.py"
 
 cc -std=c11 -O2 -D_GNU_SOURCE -pthread -Iinclude -Isrc bench/gemm_bench.c "$BUILD/libbaton.a" \
-    -lopenblas -ldnnl -lgomp -lm -lrt -pthread -o "$TMP/gemm_bench"
+    -lsodium -lcjson -lz -lm -lrt -pthread -o "$TMP/gemm_bench"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), nproc $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|amx_tile)$' | tr '\n' ' ')"
 echo "# OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; model: $MODEL, batch 16; $ROUNDS rounds x ($STEPS timed + 1) steps"

@@ -86,7 +86,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double timeout_scale(void) {
+double th_timeout_scale(void) {
     const char *s = getenv("TH_TIMEOUT_SCALE");
     double v = s ? atof(s) : 1.0;
     return v > 0 ? v : 1.0;
@@ -113,7 +113,7 @@ int th_run(const char *cmd, double timeout_s, char **out, double *elapsed_s) {
     size_t cap = 1 << 20, len = 0;
     char *buf = malloc(cap + 1);
     int status = 0, done = 0, eof = 0, timed_out = 0;
-    double limit = timeout_s * timeout_scale();
+    double limit = timeout_s * th_timeout_scale();
     for (;;) {
         for (;;) {
             char tmp[65536];
@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
             _exit(0);
         }
         setpgid(pid, pid);
-        double limit = tests[i].timeout_s * timeout_scale();
+        double limit = tests[i].timeout_s * th_timeout_scale();
         int status = 0, timed_out = 0;
         for (;;) {
             pid_t w = waitpid(pid, &status, WNOHANG);

@@ -76,6 +76,9 @@ int th_run(const char *cmd, double timeout_s, char **out, double *elapsed_s);
  * 0 if none could be found. */
 int th_free_port(void);
 
+/* TH_TIMEOUT_SCALE (1 unless set): for a test's own liveness bounds and delays, which sanitizers stretch too. */
+double th_timeout_scale(void);
+
 /* A fresh private directory under /tmp, removed by the harness after the test. */
 const char *th_tmpdir(void);
 

@@ -1,7 +1,9 @@
 /* test_gemm.c: the matrix-multiply backends of the transformer ops (src/nn/gemm.c): every layout (transposes,
  * leading dimensions wider than the matrix, beta 0 and 1) of OpenBLAS, oneDNN f32 and oneDNN bf16 against a
  * double-precision reference; bf16 is exactly "round the operands to bf16, accumulate in f32"; the weight copies
- * are converted once per forward and refreshed after the weights change; a bf16 GPT trains like the f32 one. */
+ * are converted once per forward and refreshed after the weights change; a bf16 GPT trains like the f32 one.
+ * The libraries are loaded on first use (src/nn/libs.c): nothing maps them before, and neither `baton
+ * --version` nor a whole `baton run` job with baton_init and an all-reduce loads them (issue 8, startup). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,17 @@
 #include "baton/nn.h"
 #include "harness.h"
 #include "nn/nn_impl.h"
+
+/* 1 when /proc/self/maps has a mapping whose path contains name */
+static int mapped(const char *name) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    ASSERT_TRUE(f != NULL);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
 
 static void fill(float *x, size_t n, baton_rng *r) {
     for (size_t i = 0; i < n; i++) x[i] = baton_rng_normal(r);
@@ -77,6 +90,46 @@ static void check_layouts(baton_gemm_backend be) {
                     free(abs_);
                 }
     ASSERT_EQ_INT(checked, 40);
+}
+
+TEST(math_libraries_are_mapped_on_first_use_only) {
+    /* this test binary links libbaton.a as any program does: no math library at start */
+    ASSERT_TRUE(mapped("libc.so") || mapped("libc-"));   /* the check itself reads the right file */
+    ASSERT_TRUE(!mapped("libopenblas"));
+    ASSERT_TRUE(!mapped("libdnnl"));
+    ASSERT_TRUE(!mapped("libgomp"));
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 2, 1, 0, 3}, c[4] = {0};   /* (2,3) @ (3,2) */
+    baton_gemm(BATON_GEMM_OPENBLAS, 0, 0, 2, 2, 3, a, 3, b, 2, 0.0f, c, 2);
+    ASSERT_TRUE(c[0] == 5 && c[1] == 11 && c[2] == 14 && c[3] == 23);
+    ASSERT_TRUE(mapped("libopenblas"));
+    ASSERT_TRUE(!mapped("libdnnl"));
+    /* asked for, oneDNN is loaded and used (its OpenMP comes with it) */
+    baton_tape *t = baton_tape_new(NULL, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN));
+    baton_tape_free(t);
+    ASSERT_TRUE(mapped("libdnnl"));
+    memset(c, 0, sizeof c);
+    baton_gemm(BATON_GEMM_ONEDNN, 0, 0, 2, 2, 3, a, 3, b, 2, 0.0f, c, 2);
+    ASSERT_TRUE(c[0] == 5 && c[1] == 11 && c[2] == 14 && c[3] == 23);
+    ASSERT_TRUE(mapped("libgomp"));
+}
+
+/* LD_DEBUG=files lists every object the dynamic loader maps, dlopen'ed ones too, in the launcher and in every
+ * worker (they inherit the environment) */
+TEST(baton_version_and_a_whole_run_load_no_math_library) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "LD_DEBUG=files %s --version 2>&1", th_baton());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_CONTAINS(out, "file=libc.so");   /* the listing is there */
+    ASSERT_TRUE(!strstr(out, "libdnnl") && !strstr(out, "libopenblas") && !strstr(out, "libgomp"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "LD_DEBUG=files %s run -n 2 -- %s/tests/prog_topo 2>&1", th_baton(), th_build_dir());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_CONTAINS(out, "sum OK");
+    ASSERT_CONTAINS(out, "needed by ");
+    ASSERT_CONTAINS(out, "prog_topo [0]");   /* the workers' listings are there too */
+    ASSERT_TRUE(!strstr(out, "libdnnl") && !strstr(out, "libopenblas") && !strstr(out, "libgomp"));
+    free(out);
 }
 
 TEST(openblas_every_layout_matches_reference) { check_layouts(BATON_GEMM_OPENBLAS); }

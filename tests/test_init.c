@@ -1,6 +1,8 @@
 /* test_init.c: baton_init() from every launcher's environment, without `baton run`: torchrun's variables
  * (with and without MASTER_ADDR/MASTER_PORT), Open MPI's, MPICH's and Slurm's, where rank 0 hosts the
- * store; and the one-line errors for missing, malformed or inconsistent variables. */
+ * store; and the one-line errors for missing, malformed or inconsistent variables. A launcher that puts the
+ * whole job on one node (LOCAL_WORLD_SIZE = WORLD_SIZE) spares the host table, and a rank that never comes
+ * is still named. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -106,11 +108,40 @@ TEST(bad_environments_are_named) {
 TEST(missing_peers_fail_at_the_join_timeout) {
     char *out = NULL;
     double el = 0;
-    int rc = th_run("unset BATON_RANK BATON_STORE_ADDR; RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 BATON_JOB_ID=dead1 "
-                    "BATON_JOIN_TIMEOUT=1 build/tests/prog_coll --counts 1",
-                    20, &out, &el);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "unset BATON_RANK BATON_STORE_ADDR; RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 BATON_JOB_ID=dead1 "
+             "BATON_JOIN_TIMEOUT=1 %s/tests/prog_coll --counts 1",
+             th_build_dir());
+    int rc = th_run(cmd, 20, &out, &el);
     ASSERT_NE_INT(rc, 0);
     ASSERT_CONTAINS(out, "rank 0 did not publish the store");
     ASSERT_TRUE(el < 8);
+    free(out);
+}
+
+/* One launcher, one node: no host table (rank 0 would gather it in W + 1 store round trips), same topology;
+ * BATON_HOST_ID (how tests fake nodes) keeps the table; a rank that never comes is named at the timeout. */
+TEST(one_node_by_the_launchers_word_skips_the_host_table) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_LOG_LEVEL=debug %s run -n 3 -- %s/tests/prog_topo 2>&1", th_baton(), th_build_dir());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_CONTAINS(out, "one node by the launcher's word (LOCAL_WORLD_SIZE = WORLD_SIZE = 3): no host table");
+    ASSERT_CONTAINS(out, "topo: rank 2/3 local 2/3 node 0/1 transport shm launcher baton sum OK");
+    free(out);
+    snprintf(cmd, sizeof cmd, "BATON_HOST_ID=h BATON_LOG_LEVEL=debug %s run -n 3 -- %s/tests/prog_topo 2>&1", th_baton(),
+             th_build_dir());
+    ASSERT_EQ_INT(th_run(cmd, 60, &out, NULL), 0);
+    ASSERT_TRUE(!strstr(out, "no host table"));
+    ASSERT_CONTAINS(out, "topo: rank 2/3 local 2/3 node 0/1 transport shm launcher baton sum OK");
+    free(out);
+    int port = th_free_port();
+    ASSERT_TRUE(port > 0);
+    snprintf(cmd, sizeof cmd, "unset BATON_RANK BATON_STORE_ADDR BATON_SECRET; RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "
+             "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d BATON_JOIN_TIMEOUT=1 %s/tests/prog_topo 2>&1", port, th_build_dir());
+    double el = 0;
+    ASSERT_NE_INT(th_run(cmd, 30, &out, &el), 0);
+    ASSERT_CONTAINS(out, "timed out waiting for rank 1 to join");
+    ASSERT_TRUE(el < 15);
     free(out);
 }

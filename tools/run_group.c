@@ -1,8 +1,11 @@
 /* run_group.c: one attempt's local workers for `baton run`.
  *
- * Workers are forked into one new process group (the first worker leads it), with stdin from /dev/null,
+ * Workers are started with vfork (no copy of the launcher's page tables, no copy-on-write faults in the
+ * launcher and its store thread afterwards: a few milliseconds per worker on a virtual machine, issue 8's
+ * startup floor) into one new process group (the first worker leads it), with stdin from /dev/null,
  * every signal unblocked and PR_SET_PDEATHSIG(SIGKILL), so a launcher that is itself SIGKILLed does not
- * leave workers behind. The launcher signals the group (and each worker pid, in case one left the group)
+ * leave workers behind. The child shares the launcher's memory until it execs: it only makes system calls
+ * and writes to its own stack (no malloc, no stdio, no locale: the store thread keeps running). The launcher signals the group (and each worker pid, in case one left the group)
  * only while at least one worker is unreaped, so the group id cannot have been reused.
  *
  * One poll loop watches the launcher's signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP), the relay pipes of
@@ -47,7 +50,7 @@ static int failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status
 
 /* ---- spawning -------------------------------------------------------------------------------------- */
 
-/* Appends s to buf (of cap bytes, *len used), truncating; only copies: safe between fork and exec. */
+/* Appends s to buf (of cap bytes, *len used), truncating; only copies: safe between vfork and exec. */
 static void child_append(char *buf, size_t cap, size_t *len, const char *s) {
     while (*s && *len + 1 < cap) buf[(*len)++] = *s++;
 }
@@ -75,11 +78,21 @@ static _Noreturn void child_exec(pid_t launcher, pid_t pgid, int devnull, const 
     child_append(msg, sizeof msg, &n, "baton run: cannot execute '");
     child_append(msg, sizeof msg, &n, argv[0]);
     child_append(msg, sizeof msg, &n, "': ");
-    child_append(msg, sizeof msg, &n, strerror(e));
+    const char *what = strerrordesc_np(e);   /* not strerror: no translation, no allocation */
+    child_append(msg, sizeof msg, &n, what ? what : "error");
     child_append(msg, sizeof msg, &n, e == ENOENT ? " (check the program path or PATH)\n" : "\n");
     ssize_t r = write(2, msg, n);
     (void)r;
     _exit(e == ENOENT ? 127 : 126);
+}
+
+/* vfork + child_exec in a frame of their own: the child returns from nothing and the caller's variables
+ * stay in the caller's frame. */
+static __attribute__((noinline)) pid_t spawn_one(pid_t launcher, pid_t pgid, int devnull, const int out[2],
+                                                 char *const argv[], char *const env[]) {
+    pid_t pid = vfork();
+    if (pid == 0) child_exec(launcher, pgid, devnull, out, argv, env);
+    return pid;
 }
 
 /* Sends sig to the workers; a catchable stop signal is followed by SIGCONT, so that a stopped worker
@@ -147,9 +160,8 @@ int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], c
                 if (!w->lb[s].buf) goto fail_sys;
             }
         }
-        pid_t pid = fork();
+        pid_t pid = spawn_one(self, g->pgid, devnull, own ? own : child_out, argv, envs[i]);
         if (pid < 0) goto fail_sys;
-        if (pid == 0) child_exec(self, g->pgid, devnull, own ? own : child_out, argv, envs[i]);
         if (g->pgid == 0) g->pgid = pid;
         setpgid(pid, g->pgid);   /* also done by the child; whichever runs first wins, the other is a no-op */
         w->pid = pid;

@@ -376,6 +376,17 @@ bad:
     return baton__fail(BATON_EPROTO, "rendezvous: rank 0's host table for %d ranks is malformed", W);
 }
 
+/* One launcher started every rank of the job on this machine (LOCAL_WORLD_SIZE == WORLD_SIZE, as `baton run`
+ * without --nnodes, torchrun and srun on one node say), nobody renamed hosts (BATON_HOST_ID, which tests use to
+ * fake nodes) and the ranks will meet in shared memory: the host table can only say "one node". Skipping it
+ * saves rank 0 W + 1 store round trips and every other rank one (issue 8, startup); a rank that never comes
+ * is then named when the shared-memory attach times out (shm_join_timed_out). */
+static int one_node_by_launcher(const baton_comm *c) {
+    const char *h = getenv("BATON_HOST_ID");
+    return c->id.local_world == c->world && !(h && *h) &&
+           (c->opt.transport == BATON_TRANSPORT_AUTO || c->opt.transport == BATON_TRANSPORT_SHM);
+}
+
 static int exchange(baton_comm *c, uint64_t deadline) {
     char key[64], hostid[300];
     host_identity(c, hostid, sizeof hostid);
@@ -394,6 +405,16 @@ static int exchange(baton_comm *c, uint64_t deadline) {
     }
     snprintf(key, sizeof key, "baton/host/%d", c->rank);
     if ((rc = baton_store_set(c->store, key, hostid, strlen(hostid))) < 0) return rc;
+    if (one_node_by_launcher(c)) { /* the entry above stays: it names a missing rank after a timeout */
+        BATON_DEBUG("rendezvous: one node by the launcher's word (LOCAL_WORLD_SIZE = WORLD_SIZE = %d): no host table",
+                    c->world);
+        char **same = calloc((size_t)c->world, sizeof(char *));
+        if (!same) return baton__fail(BATON_ENOMEM, "rendezvous: out of memory");
+        for (int r = 0; r < c->world; r++) same[r] = hostid;
+        rc = build_topology(c, same);
+        free(same);
+        return rc;
+    }
     char *table = NULL;
     size_t len = 0;
     if (c->rank == 0) {
@@ -423,6 +444,10 @@ static int setup_shm(baton_comm *c, uint64_t deadline) {
     char name[160];
     snprintf(name, sizeof name, "/baton-%s-%d-n%d", c->job_id, c->id.restart, c->node);
     int rc = baton__shm_open(name, c->local_rank, c->local_size, c->local_ranks, deadline, &c->shm);
+    if (rc == BATON_ETIMEDOUT && one_node_by_launcher(c)) { /* no host table waited for them: name who is missing */
+        int missing = first_missing_host(c);
+        if (missing >= 0) return join_timed_out(c, missing);
+    }
     if (rc < 0) return rc;
     baton__shm_set_peer_check(c->shm, baton__shm_peer_check, c);
     return baton__shm_transport_create(c->shm, c->rank, c->world, c->g2l, &c->shm_tp);

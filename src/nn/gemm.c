@@ -6,14 +6,14 @@
  * bf16: each operand is rounded to bf16 (nearest even) into a compact scratch buffer, except a weight (a
  * parameter as operand b), whose bf16 copy the tape converts once per forward (at its first use after
  * baton_tape_reset, i.e. after the optimizer step) and reuses in the backward. oneDNN primitives are created
- * once per shape (transposes, M, N, K, ldc, beta = 0 or not) and cached process-wide. */
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+ * once per shape (transposes, M, N, K, ldc, beta = 0 or not) and cached process-wide. oneDNN itself is
+ * loaded on first use (libs.c): a process that never asks for it never maps it. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/libs.h"
 #include "nn/nn_impl.h"
 #include "util/util.h"
 
@@ -62,24 +62,29 @@ typedef struct {
 #define PRIM_CACHE 512
 static struct {
     pthread_mutex_t mu;
-    int init;         /* 0 not tried, 1 ready, -1 failed */
+    int init;         /* 0 not tried, 1 ready, -1 no CPU engine, -2 the library did not load */
     int bf16;         /* the CPU has AVX512_BF16 or AMX (oneDNN's effective ISA) */
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     prim_entry e[PRIM_CACHE];
     int n;
 } g_dnnl = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static const baton__dnnl_api *dn;   /* set before g_dnnl.init becomes 1 */
 
 static int dnnl_ready(void) {
     pthread_mutex_lock(&g_dnnl.mu);
     if (!g_dnnl.init) {
+        g_dnnl.init = -2;
+        dn = baton__dnnl();
+        if (!dn) goto out;
         g_dnnl.init = -1;
-        if (dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0) == dnnl_success &&
-            dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags) == dnnl_success)
+        if (dn->dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0) == dnnl_success &&
+            dn->dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags) == dnnl_success)
             g_dnnl.init = 1;
-        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        dnnl_cpu_isa_t isa = dn->dnnl_get_effective_cpu_isa();
         g_dnnl.bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
     }
+out:;
     int ok = g_dnnl.init == 1;
     pthread_mutex_unlock(&g_dnnl.mu);
     return ok;
@@ -90,7 +95,7 @@ int baton_gemm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
 static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t dt) {
     /* logical (rows, cols); stored row-major as given (trans: the stored matrix is (cols, rows)) */
     dnnl_dims_t dims = {rows, cols}, strides = {trans ? 1 : ld, trans ? ld : 1};
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+    return dn->dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
 }
 
 static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta) {
@@ -105,10 +110,10 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
     }
     if (g_dnnl.n == PRIM_CACHE) {   /* full (many shapes, e.g. generation): start over */
         for (int i = 0; i < g_dnnl.n; i++) {
-            dnnl_primitive_destroy(g_dnnl.e[i].prim);
-            dnnl_memory_destroy(g_dnnl.e[i].ma);
-            dnnl_memory_destroy(g_dnnl.e[i].mb);
-            dnnl_memory_destroy(g_dnnl.e[i].mc);
+            dn->dnnl_primitive_destroy(g_dnnl.e[i].prim);
+            dn->dnnl_memory_destroy(g_dnnl.e[i].ma);
+            dn->dnnl_memory_destroy(g_dnnl.e[i].mb);
+            dn->dnnl_memory_destroy(g_dnnl.e[i].mc);
         }
         g_dnnl.n = 0;
     }
@@ -121,19 +126,19 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     int ok = !md2(&a_md, m, k, ta, lda, dnnl_bf16) && !md2(&b_md, k, n, tb, ldb, dnnl_bf16) &&
-             !md2(&c_md, m, n, 0, ldc, dnnl_f32) && dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
-             dnnl_primitive_attr_create(&attr) == dnnl_success;
+             !md2(&c_md, m, n, 0, ldc, dnnl_f32) && dn->dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+             dn->dnnl_primitive_attr_create(&attr) == dnnl_success;
     if (ok && beta != 0.0f)
-        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
-             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-    ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, g_dnnl.engine, NULL) == dnnl_success &&
-         dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
-         dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (po) dnnl_post_ops_destroy(po);
-    if (attr) dnnl_primitive_attr_destroy(attr);
+        ok = dn->dnnl_post_ops_create(&po) == dnnl_success && dn->dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dn->dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dn->dnnl_primitive_desc_create(&pd, &desc, attr, g_dnnl.engine, NULL) == dnnl_success &&
+         dn->dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+         dn->dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dn->dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dn->dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
+    if (pd) dn->dnnl_primitive_desc_destroy(pd);
+    if (po) dn->dnnl_post_ops_destroy(po);
+    if (attr) dn->dnnl_primitive_attr_destroy(attr);
     if (ok) g_dnnl.n++;
     pthread_mutex_unlock(&g_dnnl.mu);
     if (!ok) {   /* every shape here is a plain 2-D matmul oneDNN implements; failing is a broken install */
@@ -147,11 +152,11 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
 static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
                         float beta, float *c, int ldc) {
     prim_entry *e = prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta);
-    dnnl_memory_set_data_handle(e->ma, (void *)a);
-    dnnl_memory_set_data_handle(e->mb, (void *)b);
-    dnnl_memory_set_data_handle(e->mc, c);
+    dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
+    dn->dnnl_memory_set_data_handle(e->mb, (void *)b);
+    dn->dnnl_memory_set_data_handle(e->mc, c);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}};
-    if (dnnl_primitive_execute(e->prim, g_dnnl.stream, 3, args) != dnnl_success) {
+    if (dn->dnnl_primitive_execute(e->prim, g_dnnl.stream, 3, args) != dnnl_success) {
         fprintf(stderr, "baton: oneDNN bf16 matmul failed (%dx%dx%d)\n", m, n, k);
         abort();
     }
@@ -229,7 +234,7 @@ static void run(int backend, int ta, int tb, int m, int n, int k, const float *a
         return;
     }
     if (backend != BATON_GEMM_OPENBLAS && dnnl_ready()) {
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        dn->dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     baton__sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
@@ -248,18 +253,21 @@ void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k,
 int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend) {
     if (backend < BATON_GEMM_OPENBLAS || backend > BATON_GEMM_ONEDNN_BF16)
         return baton__fail(BATON_EINVAL, "gemm backend %d unknown", (int)backend);
-    if (backend != BATON_GEMM_OPENBLAS && !dnnl_ready())
+    if (backend != BATON_GEMM_OPENBLAS && !dnnl_ready()) {
+        char why[512];
+        if (g_dnnl.init == -2) return baton__fail(BATON_EINVAL, "%s, or use OpenBLAS", baton__dnnl_error(why, sizeof why));
         return baton__fail(BATON_EINVAL, "oneDNN could not create a CPU engine");
+    }
     if (backend == BATON_GEMM_ONEDNN_BF16 && !g_dnnl.bf16)
         return baton__fail(BATON_EINVAL, "this CPU has neither AVX512_BF16 nor AMX (oneDNN's ISA: %#x)",
-                           (unsigned)dnnl_get_effective_cpu_isa());
+                           (unsigned)dn->dnnl_get_effective_cpu_isa());
     t->gemm = backend;
     return BATON_OK;
 }
 
 size_t baton_tape_bf16_conversions(const baton_tape *t) { return t->wbf_conversions; }
 
-void baton__gemm_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+void baton__gemm_threads(int threads) { baton__omp()->omp_set_num_threads(threads < 1 ? 1 : threads); }
 
 void baton__tape_gemm_free(baton_tape *t) {
     for (int i = 0; t->wbf && i < t->cap_params; i++) free(t->wbf[i]);

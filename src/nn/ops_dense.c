@@ -2,17 +2,17 @@
  * log-softmax, dropout, layer norm and embedding: a forward that records a node and its backward.
  * Shapes: M rows (batch), K inputs, N outputs, C classes / features. Backwards write the first
  * contribution to a gradient (beta = 0) and add later ones (see nn_impl.h). */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "nn/libs.h"
 #include "nn/nn_impl.h"
 #include "util/util.h"
 
 void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                   float beta, float *c, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-                a, lda, b, ldb, beta, c, ldc);
+    baton__blas()->cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                               k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 void baton_matmul_naive(float *c, const float *a, const float *b, int m, int n, int k, int ta, int tb,

@@ -1,9 +1,9 @@
 /* params.c: the parameter and gradient slabs with named views, the explicit RNG, and BLAS threads. */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/libs.h"
 #include "nn/nn_impl.h"
 #include "util/util.h"
 
@@ -52,7 +52,7 @@ float baton_rng_normal(baton_rng *r) {
 }
 
 void baton_set_threads(int threads) {
-    openblas_set_num_threads(threads < 1 ? 1 : threads);
+    baton__blas()->openblas_set_num_threads(threads < 1 ? 1 : threads);
     baton__gemm_threads(threads);
 }
 
