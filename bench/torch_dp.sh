@@ -8,7 +8,9 @@
 #     `baton bench allreduce --inplace` at the same size, interleaved: 64 MiB within 10 %; 4 bytes
 #     at most 3 us over the C call.
 # usage: bench/torch_dp.sh [REPS (default 5)] [STEPS per training run (default 300)]
-# Environment: OPENBLAS_CORETYPE applies to every side (unset = autodetect); BUILD (default build).
+# Environment: OPENBLAS_CORETYPE applies to every side (unset = autodetect); BUILD (default build);
+# BASE=DIR: also runs the two baton ways from another built checkout DIR (its DIR/build), interleaved in
+# the same rounds, to measure a change against the code before it.
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
@@ -24,6 +26,10 @@ train() {   # extra flags -> samples/s
     timeout 600 "$BUILD/baton" run -n 2 -- "$PY" examples/torch_mnist.py --steps "$STEPS" --warmup 20 --json "$@" \
         2>/dev/null | sed -n 's/.*"samples_per_sec": \([0-9.e+]*\).*/\1/p' | tail -n 1
 }
+train_base() {   # the same from $BASE
+    (cd "$BASE" && PYTHONPATH="$BASE/build/python" timeout 600 build/baton run -n 2 -- "$PY" examples/torch_mnist.py --steps "$STEPS" --warmup 20 --json "$@" \
+        2>/dev/null | sed -n 's/.*"samples_per_sec": \([0-9.e+]*\).*/\1/p' | tail -n 1)
+}
 echo "$(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; $(uptime | sed 's/.*load/load/')"
 echo "$REPS runs x $STEPS steps (20 warm-up); per-rank batch 128; 2 workers x 1 thread"
 for r in $(seq 1 "$REPS"); do
@@ -32,6 +38,11 @@ for r in $(seq 1 "$REPS"); do
     train >> "$TMP/hvd"
     printf 'run %d: ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/gloo")" "$(tail -n1 "$TMP/ddp_baton")" \
         "$(tail -n1 "$TMP/hvd")" >&2
+    if [ -n "${BASE:-}" ]; then
+        train_base --ddp baton >> "$TMP/base_ddp"
+        train_base >> "$TMP/base_hvd"
+        printf 'run %d, BASE: ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/base_ddp")" "$(tail -n1 "$TMP/base_hvd")" >&2
+    fi
 done
 g=$(median < "$TMP/gloo"); d=$(median < "$TMP/ddp_baton"); h=$(median < "$TMP/hvd")
 awk -v g="$g" -v d="$d" -v h="$h" 'BEGIN {
@@ -40,6 +51,13 @@ awk -v g="$g" -v d="$d" -v h="$h" 'BEGIN {
     printf "| PyTorch DDP, baton backend | %.0f | %.2fx (floor 1.4x) |\n", d, d / g
     printf "| baton.torch DistributedOptimizer | %.0f | %.2fx (floor 1.4x) |\n", h, h / g
 }'
+if [ -n "${BASE:-}" ]; then
+    bd=$(median < "$TMP/base_ddp"); bh=$(median < "$TMP/base_hvd")
+    awk -v g="$g" -v d="$bd" -v h="$bh" 'BEGIN {
+        printf "| BASE: PyTorch DDP, baton backend | %.0f | %.2fx |\n", d, d / g
+        printf "| BASE: baton.torch DistributedOptimizer | %.0f | %.2fx |\n", h, h / g
+    }'
+fi
 for r in $(seq 1 "$REPS"); do
     timeout 120 "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce -b 4 -e 4 --inplace --csv | tail -n 1 | cut -d, -f6 >> "$TMP/c4"
     timeout 120 "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce -b 64M -e 64M --inplace --csv | tail -n 1 | cut -d, -f6 >> "$TMP/c64"

@@ -67,6 +67,23 @@ TEST(deadline_and_backoff_make_progress) {
     ASSERT_EQ_U64(baton__deadline_after(0), UINT64_MAX);
 }
 
+/* A thread told not to spin (a comm thread sharing its one CPU with the compute) starts its waits at the
+ * sched_yield phase: its first call is past the 4000 pause calls; other threads still spin first. */
+TEST(backoff_no_spin_skips_the_spin_phase) {
+    baton_backoff b;
+    baton__backoff_init(&b);
+    baton__backoff(&b);
+    ASSERT_EQ_INT((int)b.iter, 1);
+    baton__backoff_no_spin(1);
+    baton__backoff_init(&b);
+    baton__backoff(&b);
+    ASSERT_TRUE(b.iter > 4000);
+    baton__backoff_no_spin(0);
+    baton__backoff_init(&b);
+    baton__backoff(&b);
+    ASSERT_EQ_INT((int)b.iter, 1);
+}
+
 TEST(harness_run_captures_output_and_exit_codes) {
     char *out = NULL;
     int rc = th_run("echo hello; echo err >&2; exit 3", 10, &out, NULL);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,8 +283,18 @@ static int check_args(baton_comm *c, const char *what, const void *send, const v
 
 /* ---- asynchronous work ----------------------------------------------------------------------------- */
 
+/* The comm thread runs while the user thread computes (that is the point of asynchronous work). When the
+ * process is bound to one CPU (BATON_BIND gives each of 2 ranks on 2 cores its own), both share it, and
+ * the comm thread's spin-waits for a peer took that CPU from the user's compute: profiled with baton.torch
+ * on 2 ranks x 1 CPU (docs/python.md), about 93 us per wait, several waits per step. It yields instead. */
+static int alone_on_one_cpu(void) {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+}
+
 static void *comm_thread(void *arg) {
     baton_comm *c = arg;
+    baton__backoff_no_spin(alone_on_one_cpu());
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->head && !c->stopping) pthread_cond_wait(&c->cv, &c->mu);

@@ -60,11 +60,18 @@ void baton__backoff_init(baton_backoff *b) {
     b->nap_ns = NAP_MIN_NS;
 }
 
+static _Thread_local int no_spin;
+
+void baton__backoff_no_spin(int on) { no_spin = on; }
+
 void baton__backoff(baton_backoff *b) {
     if (b->iter < BACKOFF_SPIN) {
-        b->iter++;
-        baton__cpu_relax();
-        return;
+        if (!no_spin) {
+            b->iter++;
+            baton__cpu_relax();
+            return;
+        }
+        b->iter = BACKOFF_SPIN; /* straight to the yield phase: sched_yield hands the CPU to the working thread */
     }
     if (b->iter < BACKOFF_SPIN + BACKOFF_YIELD) {
         b->iter++;

@@ -70,6 +70,10 @@ void baton__backoff(baton_backoff *b);
  * skip spinning, nap early and nap longer (baton__backoff_oversubscribed() is then 1). */
 void baton__backoff_set_load(int ranks, int cpus);
 int baton__backoff_oversubscribed(void);
+/* For the calling thread only: its waits skip the spin phase and start at sched_yield. For a thread that
+ * shares its only CPU with a thread doing the work (a comm thread of a rank bound to one CPU, while the user
+ * thread computes), a spin takes that CPU from the work and cannot make the awaited peer come sooner. */
+void baton__backoff_no_spin(int on);
 
 static inline void baton__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
