@@ -103,9 +103,9 @@ TEST_T(stopped_rank_named_within_timeout, 120) {
     need_plugin();
     char prog[1024], *out = NULL;
     snprintf(prog, sizeof prog,
-             "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then (sleep 2; kill -STOP $$) & fi; "
+             "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then (sleep %d; kill -STOP $$) & fi; "
              "exec %s bench allreduce -b 1M -e 1M -n 100000 -w 1 --min-time 60",
-             th_baton());
+             (int)(2 * th_timeout_scale() + 0.5), th_baton()); /* after MPI_Init, also under sanitizers */
     double el = 0;
     int rc = mpi_job(2, 1, "BATON_TIMEOUT=4", prog, 100, &out, &el);
     if (rc == 0 || !strstr(out, "timed out waiting for rank 1")) fprintf(stderr, "exit %d:\n%s\n", rc, out);
@@ -120,9 +120,9 @@ TEST_T(killed_rank_ends_the_job, 120) {
     need_plugin();
     char prog[1024], *out = NULL;
     snprintf(prog, sizeof prog,
-             "if [ $OMPI_COMM_WORLD_RANK = 2 ]; then (sleep 2; kill -9 $$) & fi; "
+             "if [ $OMPI_COMM_WORLD_RANK = 2 ]; then (sleep %d; kill -9 $$) & fi; "
              "exec %s bench allreduce -b 1M -e 1M -n 100000 -w 1 --min-time 60",
-             th_baton());
+             (int)(2 * th_timeout_scale() + 0.5), th_baton());
     double el = 0;
     int rc = mpi_job(4, 2, "BATON_TIMEOUT=60", prog, 100, &out, &el);
     if (rc == 0 || rc == 124 || el > 40 || !strstr(out, "signal 9")) fprintf(stderr, "exit %d after %.1f s:\n%s\n", rc, el, out);
