@@ -100,13 +100,14 @@ test-cluster: deps
 	BUILD=$(BUILD) SUITE=cluster sh tests/run.sh
 
 # Python and the host programs of test_install.sh load the sanitized library: Python gets the ASan runtime
-# preloaded (leak checking off: the interpreter keeps its objects at exit), the C and C++ programs are built with it.
+# preloaded (leak checking off: the interpreter keeps its objects at exit), with libstdc++ so that ASan can
+# intercept the C++ exceptions torch throws; the C and C++ programs are built with it.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" all
 	BUILD=build-asan TH_TIMEOUT_SCALE=3 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	BATON_TEST_SAN="$(ASAN_FLAGS)" \
-	BATON_TEST_PY="env LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 /usr/bin/python3" \
+	BATON_TEST_PY="env LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libstdc++.so) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 /usr/bin/python3" \
 	sh tests/run.sh
 
 # The threaded parts under ThreadSanitizer: the store's server thread, the launcher, the communicator's comm
