@@ -146,18 +146,6 @@ static int sh(const char *args) {
     return rc;
 }
 
-static char *slurp(const char *path, long *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) th_fail(__FILE__, __LINE__, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)*n + 1);
-    ASSERT_EQ_INT(fread(b, 1, (size_t)*n, f), *n);
-    fclose(f);
-    return b;
-}
-
 static void resume_identical(const char *optim) {
     char a[600], b[600], ck[600], args[2048];
     const char *t = th_tmpdir();
@@ -173,10 +161,10 @@ static void resume_identical(const char *optim) {
     snprintf(args, sizeof args, SMALL " --optim %s --steps 40 --checkpoint %s --checkpoint-every 13 --resume --save %s",
              optim, ck, b);
     ASSERT_EQ_INT(sh(args), 0);
-    long na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    size_t na, nb;
+    char *x = th_slurp(a, &na), *y = th_slurp(b, &nb);
     ASSERT_EQ_INT(na, nb);
-    ASSERT_TRUE(memcmp(x, y, (size_t)na) == 0);
+    ASSERT_TRUE(memcmp(x, y, na) == 0);
     free(x);
     free(y);
 }
