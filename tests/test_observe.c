@@ -4,11 +4,13 @@
  * loader training byte-identical weights to the synchronous one on 1 and 2 ranks, and bad --metrics values.
  * Every run is small (synthetic data, one thread per rank) under a hard timeout. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../tools/train_metrics.h"
 #include "baton/comm.h"
 #include "harness.h"
 
@@ -140,6 +142,63 @@ TEST(coll_waits_from_durations) {
     ASSERT_TRUE(wait[1] == 42 && wait[3] == 42 && wait[5] == 42);   /* the stride is respected */
 }
 
+/* Synthetic records of 2 ranks x 40 steps for tm_diagnose: every step, rank r has `work` ms of data + compute
+ * (spread over the phases), `cpu` ms of CPU time in forward + backward, and waits `wait` ms in the all-reduces;
+ * in the steps i with i % 10 < swap_per_10 the two ranks' waits trade places. */
+static void fill(double *rec, long n, const double work[2], const double cpu[2], const double wait[2], int swap_per_10) {
+    for (int r = 0; r < 2; r++)
+        for (long i = 0; i < n; i++) {
+            double *f = rec + ((size_t)r * n + (size_t)i) * TM_NF;
+            memset(f, 0, TM_NF * sizeof *f);
+            int swapped = i % 10 < swap_per_10;
+            f[TM_DATA] = 0.1 * work[r];
+            f[TM_FWD] = 0.3 * work[r];
+            f[TM_BWD] = 0.5 * work[r];
+            f[TM_OPT] = 0.1 * work[r];
+            f[TM_WAIT] = swapped ? wait[1 - r] : wait[r];
+            f[TM_EXPOSED] = f[TM_WAIT] + 0.5;
+            f[TM_STEP] = work[r] + f[TM_EXPOSED];
+            f[TM_CPU] = cpu[r];
+        }
+}
+
+/* The diagnosis from records, without timing anything (tools/train_metrics.c): a rank on a slower core (more
+ * CPU time for the same forward and backward) that arrives last in every step but only 0.3 ms after the
+ * others is not a straggler, and the text says its core is slow; a rank the others wait 1.5 ms for on 3 ms of
+ * their own work (a 50 % slowdown) is named at 1.5x; the same lateness in only 6 steps of 10 names no one.
+ * Before the change the ratio was the rank's step less its waits over the others' (the same less theirs):
+ * the second case read 1.0x, since the time rank 1 loses outside its measured step never counts there. */
+TEST(diagnosis_from_records_slow_core_and_straggler) {
+    enum { N = 40 };
+    double *rec = malloc((size_t)2 * N * TM_NF * sizeof *rec);
+    ASSERT_TRUE(rec != NULL);
+    tm_diagnosis d;
+    fill(rec, N, (double[]){3.3, 3.0}, (double[]){3.6, 2.7}, (double[]){0.0, 0.3}, 0);
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, -1);
+    ASSERT_EQ_INT(d.last, 0);
+    ASSERT_TRUE(d.last_pct == 100.0);
+    ASSERT_TRUE(fabs(d.late_ms - 0.3) < 1e-9 && fabs(d.others_work_ms - 3.0) < 1e-9);
+    ASSERT_TRUE(fabs(d.ratio - 1.1) < 1e-9);
+    ASSERT_TRUE(fabs(d.cpu_ratio - 3.6 / 2.7) < 1e-9);
+    ASSERT_CONTAINS(d.text, "no straggler");
+    ASSERT_CONTAINS(d.text, "rank 0's core is slow");
+
+    fill(rec, N, (double[]){3.0, 3.0}, (double[]){2.7, 2.7}, (double[]){1.5, 0.0}, 0);
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, 1);
+    ASSERT_TRUE(fabs(d.ratio - 1.5) < 1e-9);
+    ASSERT_CONTAINS(d.text, "straggler: rank 1 is 1.50x slower than the median rank");
+    ASSERT_TRUE(strstr(d.text, "core is slow") == NULL);
+
+    fill(rec, N, (double[]){3.0, 3.0}, (double[]){2.7, 2.7}, (double[]){1.5, 0.0}, 4);   /* last in 60 % */
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, -1);
+    ASSERT_EQ_INT(d.last, 1);
+    ASSERT_TRUE(d.last_pct >= 55.0 && d.last_pct <= 65.0);
+    free(rec);
+}
+
 /* One rank twice as slow (the debug knob sleeps each step's compute again on rank 1): named from the waits
  * in the all-reduces (rank 0 waits for rank 1, which arrives last), in the summary, the --json line and the
  * metrics file. The file holds every step of both ranks with each one's wait. At 50 % (the floor's slowdown,
@@ -185,7 +244,7 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     ASSERT_CONTAINS(out, "no straggler");
     char *csv = th_slurp(tmp_path("m.csv"), NULL);
     ASSERT_TRUE(!strncmp(csv, "type,step,rank,t_ms,step_ms,data_ms,forward_ms,backward_ms,comm_exposed_ms,optim_ms,"
-                              "comm_ms,bytes,loss,lr,epoch,wait_ms,test_accuracy,test_loss\n", 144));
+                              "comm_ms,bytes,loss,lr,epoch,wait_ms,cpu_ms,test_accuracy,test_loss\n", 151));
     long steps = 0, evals = 0;
     for (char *p = csv; (p = strchr(p, '\n')); p++) {
         if (!strncmp(p + 1, "step,", 5)) steps++;
