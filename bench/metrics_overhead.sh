@@ -10,9 +10,9 @@
 # of on/off - 1 with a 95 % bootstrap interval; the floor is met when the interval's upper end is at most
 # +1 %. Second figures: the recorder's own time per step measured inside the run (metrics_ms_per_step) and the
 # one-off cost at the end (gather, diagnosis, file: metrics_finish_ms) spread over the run's steps.
-# usage: flock /tmp/baton-bench.lock bench/metrics_overhead.sh [RUNS (12)] [STEPS (230)] [BLOCK (5)] [BUDGET_S (270)]
+# usage: flock /tmp/baton-bench.lock bench/metrics_overhead.sh [RUNS (24)] [STEPS (230)] [BLOCK (5)] [BUDGET_S (270)]
 set -eu
-RUNS=${1:-12}
+RUNS=${1:-24}
 STEPS=${2:-230}
 BLOCK=${3:-5}
 BUDGET=${4:-270}
