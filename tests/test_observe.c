@@ -359,3 +359,51 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
     cJSON_Delete(j);
     free(out);
 }
+
+/* The bench knob BATON_BENCH_METRICS_AB=K (bench/metrics_overhead.sh): after 4 recorded steps the recording is
+ * off and on in blocks of K steps, in pairs ordered on/off, off/on, on/off; the --json line has one mean step
+ * time per block of each complete pair, and the metrics file holds exactly the recorded steps under their own
+ * step numbers. A bad value is one line and a non-zero exit. */
+TEST_T(metrics_ab_knob_alternates_recording_in_blocks, 60) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, SMALL " --steps 17 --json --metrics %s", tmp_path("ab.jsonl"));
+    int rc = train(1, "BATON_BENCH_METRICS_AB=2", args, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    cJSON *j = json_line(out);
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(j, "metrics_ab");
+    ASSERT_TRUE(ab != NULL);
+    ASSERT_EQ_INT(num(ab, "block_steps"), 2);
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(ab, "on_ms"), *off = cJSON_GetObjectItemCaseSensitive(ab, "off_ms");
+    /* steps 4..16 timed: 13 steps, 3 complete pairs of 2 + 2 steps */
+    ASSERT_EQ_INT(cJSON_GetArraySize(on), 3);
+    ASSERT_EQ_INT(cJSON_GetArraySize(off), 3);
+    for (int p = 0; p < 3; p++)
+        ASSERT_TRUE(cJSON_GetArrayItem(on, p)->valuedouble > 0 && cJSON_GetArrayItem(off, p)->valuedouble > 0);
+    ASSERT_TRUE(num(j, "metrics_finish_ms") >= 0);
+    /* recorded: the warm-up 0-3, then blocks on (4,5) off (6,7) | off (8,9) on (10,11) | on (12,13) off (14,15) |
+     * off (16) */
+    static const int want[] = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13};
+    char *text = th_slurp(tmp_path("ab.jsonl"), NULL);
+    int got = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *r = cJSON_Parse(line);
+        ASSERT_TRUE(r != NULL);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "type"));
+        if (type && !strcmp(type, "step")) {
+            ASSERT_TRUE(got < (int)(sizeof want / sizeof want[0]));
+            ASSERT_EQ_INT(num(r, "step"), want[got]);
+            ASSERT_TRUE(num(r, "forward_ms") > 0 && num(r, "cpu_ms") >= 0);
+            got++;
+        }
+        cJSON_Delete(r);
+    }
+    ASSERT_EQ_INT(got, (int)(sizeof want / sizeof want[0]));
+    free(text);
+    cJSON_Delete(j);
+    free(out);
+    out = NULL;
+    ASSERT_NE_INT(train(1, "BATON_BENCH_METRICS_AB=two", SMALL " --steps 4", &out), 0);
+    ASSERT_CONTAINS(out, "BATON_BENCH_METRICS_AB");
+    free(out);
+}
