@@ -46,6 +46,14 @@ static cJSON *json_line(const char *out) {
     return j;
 }
 
+/* A run that must succeed: its --json line (the output, for messages, in *out). */
+static cJSON *train_json(int ranks, const char *env, const char *args, char **out) {
+    int rc = train(ranks, env, args, out);
+    if (rc) fprintf(stderr, "%s\n", *out);
+    ASSERT_EQ_INT(rc, 0);
+    return json_line(*out);
+}
+
 static double num(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!cJSON_IsNumber(v)) th_fail(__FILE__, __LINE__, "no number %s", key);
@@ -207,10 +215,7 @@ TEST(diagnosis_from_records_slow_core_and_straggler) {
 TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.jsonl"));
-    int rc = train(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
     if (num(j, "straggler_rank") != 1) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(num(j, "straggler_rank"), 1);
     ASSERT_TRUE(num(j, "straggler_ratio") >= 1.35);
@@ -234,10 +239,7 @@ TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
 TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.csv"));
-    int rc = train(2, "", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "", args, &out);
     if (num(j, "straggler_rank") != -1) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(num(j, "straggler_rank"), -1);
     ASSERT_TRUE(strstr(out, "straggler: rank") == NULL);
@@ -262,10 +264,7 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
 TEST_T(slow_loader_blamed_on_the_input_pipeline, 120) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, SMALL " --steps 20 --json --checkpoint %s", tmp_path("ck"));
-    int rc = train(1, "BATON_TEST_SLOW_DATA_MS=15", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(1, "BATON_TEST_SLOW_DATA_MS=15", args, &out);
     ASSERT_TRUE(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "input_bound")));
     ASSERT_TRUE(num(j, "data_wait_pct") >= 50.0);
     ASSERT_CONTAINS(out, "input pipeline: the ranks wait");
@@ -341,10 +340,7 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, "--data synthetic --train-samples 2048 --hidden 256 --batch 32 --threads 1 --steps 40 "
              "--bucket-mb auto --json --metrics %s", tmp_path("b.jsonl"));
-    int rc = train(2, "", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "", args, &out);
     double mb = num(j, "bucket_mb");
     ASSERT_TRUE(mb == 0.25 || (mb > 0.76 && mb < 0.78));
     const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "bucket_auto"));
@@ -367,10 +363,7 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
 TEST_T(metrics_ab_knob_alternates_recording_in_blocks, 60) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, SMALL " --steps 17 --json --metrics %s", tmp_path("ab.jsonl"));
-    int rc = train(1, "BATON_BENCH_METRICS_AB=2", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(1, "BATON_BENCH_METRICS_AB=2", args, &out);
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(j, "metrics_ab");
     ASSERT_TRUE(ab != NULL);
     ASSERT_EQ_INT(num(ab, "block_steps"), 2);
