@@ -10,6 +10,7 @@
 # of on/off - 1 with a 95 % bootstrap interval; the floor is met when the interval's upper end is at most
 # +1 %. Second figures: the recorder's own time per step measured inside the run (metrics_ms_per_step) and the
 # one-off cost at the end (gather, diagnosis, file: metrics_finish_ms) spread over the run's steps.
+# RAW=FILE keeps the runs' --json lines (appended; the summary covers every line in it).
 # usage: flock /tmp/baton-bench.lock bench/metrics_overhead.sh [RUNS (24)] [STEPS (230)] [BLOCK (5)] [BUDGET_S (270)]
 set -eu
 RUNS=${1:-24}
@@ -21,17 +22,18 @@ cd "$(dirname "$0")/.."
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+RAW=${RAW:-$TMP/runs.jsonl}   # RAW=FILE keeps every run's --json line (appended)
 ARGS="--model mlp --data fashion-mnist --batch 128 --threads 1 --steps $STEPS --json"
 start=$(date +%s)
 r=0
 while [ "$r" -lt "$RUNS" ] && [ $(($(date +%s) - start)) -lt "$BUDGET" ]; do
     r=$((r + 1))
     BATON_BENCH_METRICS_AB=$BLOCK "$BUILD/baton" run -n 2 -- "$BUILD/baton" train $ARGS --metrics "$TMP/m.jsonl" \
-        2>/dev/null | tail -n 1 >>"$TMP/runs.jsonl"
+        2>/dev/null | tail -n 1 >>"$RAW"
 done
 echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load: $(uptime | sed 's/.*load average: //'); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}"
 echo "2 ranks; $ARGS; BATON_BENCH_METRICS_AB=$BLOCK; $r runs in $(($(date +%s) - start)) s"
-/usr/bin/python3 - "$TMP/runs.jsonl" <<'PY'
+/usr/bin/python3 - "$RAW" <<'PY'
 import json, random, statistics as s, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 pairs, inside, finish, step = [], [], [], []
@@ -48,12 +50,14 @@ d = sorted(100 * (on / off - 1) for on, off in pairs)
 random.seed(1)
 boot = sorted(s.median(random.choices(d, k=len(d))) for _ in range(2000))
 lo, hi = boot[49], boot[1949]
+bmean = sorted(s.mean(random.choices(d, k=len(d))) for _ in range(2000))
 q = s.quantiles(d, n=4)
 print("step_ms of the runs (median): %.2f; pairs of %s-step blocks: %d; on steps %.3f ms, off steps %.3f ms (medians)"
       % (s.median(step), runs[0]["metrics_ab"]["block_steps"], len(d), s.median(p[0] for p in pairs),
          s.median(p[1] for p in pairs)))
-print("on/off - 1 per pair: median %+.3f %%, quartiles %+.2f / %+.2f %%, mean %+.3f %%; "
-      "95 %% interval of the median %+.3f .. %+.3f %%" % (s.median(d), q[0], q[2], s.mean(d), lo, hi))
+print("on/off - 1 per pair: median %+.3f %%, quartiles %+.2f / %+.2f %%; 95 %% interval of the median %+.3f .. "
+      "%+.3f %%; mean %+.3f %% (95 %% interval %+.3f .. %+.3f %%)" % (s.median(d), q[0], q[2], lo, hi, s.mean(d),
+      bmean[49], bmean[1949]))
 print("recorder's own time inside the run: %.4f ms/step (%.4f %% of the step); end of run (gather, diagnosis, "
       "file): %.4f ms per step of the run (%.3f %%)" % (s.median(inside), 100 * s.median(inside) / s.median(step),
       s.median(finish), 100 * s.median(finish) / s.median(step)))

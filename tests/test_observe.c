@@ -371,6 +371,10 @@ TEST_T(metrics_ab_knob_alternates_recording_in_blocks, 60) {
     /* steps 4..16 timed: 13 steps, 3 complete pairs of 2 + 2 steps */
     ASSERT_EQ_INT(cJSON_GetArraySize(on), 3);
     ASSERT_EQ_INT(cJSON_GetArraySize(off), 3);
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(ab, "step_ms");   /* pair 0: blocks on, off */
+    ASSERT_EQ_INT(cJSON_GetArraySize(steps), 12);
+    double on0 = 0.5 * (cJSON_GetArrayItem(steps, 0)->valuedouble + cJSON_GetArrayItem(steps, 1)->valuedouble);
+    ASSERT_TRUE(fabs(on0 - cJSON_GetArrayItem(on, 0)->valuedouble) < 1e-6);
     for (int p = 0; p < 3; p++)
         ASSERT_TRUE(cJSON_GetArrayItem(on, p)->valuedouble > 0 && cJSON_GetArrayItem(off, p)->valuedouble > 0);
     ASSERT_TRUE(num(j, "metrics_finish_ms") >= 0);

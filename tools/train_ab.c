@@ -73,6 +73,9 @@ void train_ab_json(cJSON *j, const tm_ab *ab) {
             cJSON_AddItemToArray(on, cJSON_CreateNumber(v[p]));
             cJSON_AddItemToArray(off, cJSON_CreateNumber(v[max + p]));
         }
+        /* every step of the complete pairs, in order (block b holds steps [b K, (b + 1) K)) */
+        cJSON *steps = cJSON_AddArrayToObject(o, "step_ms");
+        for (long i = 0; steps && i < pairs * 2 * ab->k; i++) cJSON_AddItemToArray(steps, cJSON_CreateNumber(ab->ms[i]));
     }
     free(v);
 }

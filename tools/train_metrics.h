@@ -127,7 +127,8 @@ void tm_fill_waits(double *rec, const double *coll, int world, long n);
  * clock readings, no DDP statistics and no record (tools/train.c: `record`, `timing`). Every step's whole time
  * (from its start to the end of its bookkeeping, the recorder included; evaluations fall between steps and
  * are left out) is kept, and the --json line gets each complete pair's mean step time on and off:
- * "metrics_ab":{"block_steps":K,"on_ms":[...],"off_ms":[...]}. The metrics file holds the recorded steps. */
+ * "metrics_ab":{"block_steps":K,"on_ms":[...],"off_ms":[...],"step_ms":[...]} (step_ms: every step of those
+ * pairs in order, block b being steps [bK, (b+1)K)). The metrics file holds the recorded steps. */
 #define TM_AB_WARMUP 4
 typedef struct {
     long k;          /* steps per block; 0: off */
