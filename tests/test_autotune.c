@@ -1,5 +1,6 @@
 /* test_autotune.c: `baton bench --algo A,B --rounds R` (every algorithm interleaved in one run, medians),
  * and BATON_TUNING=calibrate (a calibration made at first use and cached) (issue 9). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,26 @@ TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
         ASSERT_CONTAINS(e, bad[i][1]);
         free(e);
     }
+}
+
+/* When all three timed runs of a size come up short of --min-time (the pace sped up between them), the time
+ * is the last run's over its own iteration count. The test knob is a fake clock: runs 1, 2, 3 count 10 ms,
+ * 1 ms and 100 us per iteration: 1 iteration (10 ms, short), 3 (3 ms, short), 22 (2.2 ms, short), so
+ * 100 us per iteration. Before the fix the row said 10 us: 2.2 ms over the 220 iterations planned for a
+ * fourth run that never happens. */
+TEST_T(bench_time_is_per_iteration_of_the_run_measured, 60) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "BATON_TEST_BENCH_PACE_US=10000,1000,100 %s run -n 2 -- %s bench allreduce --csv -b 8 -e 8 -w 0 -n 1 "
+             "--min-time 0.02 --transport shm 2>&1",
+             th_baton(), th_baton());
+    char *o = must_run(cmd, 50);
+    const char *row = strstr(o, "\n8,");
+    ASSERT_TRUE(row != NULL);
+    double us = 0;
+    ASSERT_EQ_INT(sscanf(row + 1, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lf", &us), 1);
+    if (fabs(us - 100) > 0.01) th_fail(__FILE__, __LINE__, "time_us %.3f, expected 100: %s", us, o);
+    free(o);
 }
 
 /* The cached calibration a job with XDG_RUNTIME_DIR=dir reads and writes. */
