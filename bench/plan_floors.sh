@@ -3,24 +3,23 @@
 #  1. `baton plan calibrate` (shm and tcp, 2, 3 and 4 ranks), then fresh `baton bench` measurements of every
 #     algorithm at 1, 4 and 16 MiB on 2 and 4 ranks: predicted within 25 % of measured?
 #  2. `baton bench --algo auto` following that calibration (BATON_TUNING) against the best forced algorithm
-#     at every size from 8 B to 256 MiB (factor 2 up to SPLIT, factor 4 above), 2, 3 and 4 ranks, shm and
-#     tcp: auto within 5 % of the best?
+#     at every size from 8 B to 256 MiB (factor 2), 2, 3 and 4 ranks, shm and tcp: auto within 5 % of the best?
 # Every measurement is one `baton run -n K -- baton bench allreduce --algo A,B,.. --rounds R` per transport
 # and world size: each size runs every algorithm in turn, R rounds over, and reports each algorithm's median
 # (a burst of load lands on one round of every algorithm, not on all rounds of one; the same binary, buffers
-# and CPUs for all). Prints both tables, `within 25 %: N of M`, `auto within 5 %: N of M`, the load average
-# before and after each part and the total time. About 13 minutes on 2 cores of an AMD EPYC with nothing
-# else running; budget it at 15.
+# and CPUs for all). Up to 16 MiB every run is -w 2 -n 5 --min-time 0.02 (what `baton plan calibrate`
+# measures with); from 32 MiB -w 1 -n 1 (one iteration is 30 ms to 4 s there). Prints both tables,
+# `within 25 %: N of M`, `auto within 5 %: N of M`, the load average before and after each part and the
+# total time, which must stay under 15 minutes on 2 cores.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
-#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks), BIG_ROUNDS (3: above SPLIT),
-#          SPLIT (1M), MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp")
+#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (3: above),
+#          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp")
 # The simulated cluster (2 nodes x 2 ranks, root): bench/plan_floors_net.sh. On a shared machine wrap it in
 # `flock /tmp/baton-bench.lock`.
 BUILD=${BUILD:-build}
 CAL_ROUNDS=${CAL_ROUNDS:-3}
 ROUNDS=${ROUNDS:-5}
 BIG_ROUNDS=${BIG_ROUNDS:-3}
-SPLIT=${SPLIT:-1M}
 MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
@@ -39,13 +38,15 @@ B="$BUILD/baton"
 algos_of() { if [ "$1" = shm ]; then echo direct,ring,rd; else echo ring,rd; fi; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 elapsed() { echo $(($(date +%s) - start)); }
+min() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+maxb=$(numfmt --from=iec "$MAX") || exit 2
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "load before: $(load)"
 
-# bench TR K ALGOS ROUNDS MIN MAX FACTOR: rows "tr k asked used bytes us" appended to $O/rows
+# bench TR K ALGOS ROUNDS MIN MAX WARMUP ITERS: rows "tr k asked used bytes us" appended to $O/rows
 bench() {
     timeout 900 "$B" run -n "$2" -- "$B" bench allreduce --csv --transport "$1" --algo "$3" --rounds "$4" \
-        -b "$5" -e "$6" -f "$7" -w 2 -n 5 --min-time 0.02 2>>"$O/errors" |
+        -b "$5" -e "$6" -f 2 -w "$7" -n "$8" --min-time 0.02 2>>"$O/errors" |
         awk -F, -v tr="$1" -v k="$2" '$1 ~ /^[0-9]+$/ {print tr, k, $10, $5, $1, $6}' >>"$O/rows" ||
         echo "bench $1 $2 $3 failed" >&2
 }
@@ -53,12 +54,12 @@ bench() {
 # ---- 1. calibrate, then measure against the predictions -----------------------------------------------
 ranks_cal=$(echo $RANKS_PRED $RANKS_AUTO | tr ' ' '\n' | sort -un | paste -sd, -)
 "$B" plan calibrate --ranks "$ranks_cal" --transports "$(echo $TRANSPORTS | tr ' ' ,)" --rounds "$CAL_ROUNDS" \
-    --out "$O/cal.json" 2>"$O/calibrate.log" | head -3 || { cat "$O/calibrate.log"; exit 1; }
+    --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | head -3 || { cat "$O/calibrate.log"; exit 1; }
 [ -s "$O/cal.json" ] || { cat "$O/calibrate.log"; exit 1; }
 echo "calibrated at $(elapsed) s, load $(load)"
 : >"$O/rows"
 for tr in $TRANSPORTS; do
-    for k in $RANKS_PRED; do bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 4; done
+    for k in $RANKS_PRED; do bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5; done
 done
 mv "$O/rows" "$O/pred_rows"
 echo "prediction check measured at $(elapsed) s, load $(load)"
@@ -67,8 +68,9 @@ echo "prediction check measured at $(elapsed) s, load $(load)"
 export BATON_TUNING="$O/cal.json"
 for tr in $TRANSPORTS; do
     for k in $RANKS_AUTO; do
-        bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$SPLIT" 2
-        bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" "$(($(numfmt --from=iec "$SPLIT") * 4))" "$MAX" 4
+        bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
+        [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
+        [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 1 1
     done
 done
 unset BATON_TUNING

@@ -19,10 +19,15 @@
 #include "plan.h"
 #include "util/util.h"
 
-/* The bench settings of every measurement (bench/plan_floors.sh measures with the same ones). */
+/* The bench settings of every measurement (bench/plan_floors.sh measures with the same ones). Above
+ * CAL_SPLIT bytes one iteration fills --min-time many times over: one warm-up and one timed iteration per
+ * round (rd takes 0.9 s at 64 MiB over 4 ranks on 2 CPUs: -w 2 -n 5 would make the calibration minutes long). */
 #define CAL_WARMUP "2"
 #define CAL_ITERS "5"
 #define CAL_MIN_TIME "0.02"
+#define CAL_SPLIT (16.0 * 1024 * 1024)
+#define CAL_BIG_WARMUP "1"
+#define CAL_BIG_ITERS "1"
 
 /* The algorithms each link can run: one node (shm, tcp) or several (net). */
 static int link_algos(int link, baton_algo *out) {
@@ -129,20 +134,22 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
  * appends its rows: bytes, median seconds and the index of the algorithm in algos. Returns the number of
  * rows or -1. shm and tcp run under `baton run -n K`; net runs `sh -c "NET_LAUNCH 'baton' bench ..."`,
  * NET_LAUNCH starting the ranks on every node of the cluster (e.g. tests/cluster/netns.sh launch NAME -n 2 --). */
-static int run_bench(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int rounds,
+static int run_bench(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int rounds, int big,
                      double max_bytes, double timeout_s, const char *net_launch, double *xs, double *ts, int *as, int cap) {
-    char n_s[16], e_s[32], r_s[16], list[64] = "", cmdline[4096];
+    char n_s[16], b_s[32], e_s[32], r_s[16], list[64] = "", cmdline[4096];
+    const char *w = big ? CAL_BIG_WARMUP : CAL_WARMUP, *it = big ? CAL_BIG_ITERS : CAL_ITERS;
     snprintf(n_s, sizeof n_s, "%d", ranks);
-    snprintf(e_s, sizeof e_s, "%.0f", max_bytes);
+    snprintf(b_s, sizeof b_s, "%.0f", big ? CAL_SPLIT * 2 : 4);
+    snprintf(e_s, sizeof e_s, "%.0f", big ? max_bytes : fmin(max_bytes, CAL_SPLIT));
     snprintf(r_s, sizeof r_s, "%d", rounds);
     for (int i = 0; i < nalgos; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", baton_algo_name(algos[i]));
-    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "2",
-                           "--algo", list, "--rounds", r_s, "--transport", baton__link_name(link), "-w", CAL_WARMUP,
-                           "-n", CAL_ITERS, "--min-time", CAL_MIN_TIME, NULL};
+    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", b_s, "-e", e_s, "-f", "2",
+                           "--algo", list, "--rounds", r_s, "--transport", baton__link_name(link), "-w", w,
+                           "-n", it, "--min-time", CAL_MIN_TIME, NULL};
     snprintf(cmdline, sizeof cmdline,
-             "%s '%s' bench allreduce --csv -b 4 -e %s -f 2 --algo %s --rounds %s -w " CAL_WARMUP " -n " CAL_ITERS
-             " --min-time " CAL_MIN_TIME, net_launch ? net_launch : "", self, e_s, list, r_s);
+             "%s '%s' bench allreduce --csv -b %s -e %s -f 2 --algo %s --rounds %s -w %s -n %s --min-time " CAL_MIN_TIME,
+             net_launch ? net_launch : "", self, b_s, e_s, list, r_s, w, it);
     const char *shell[] = {"/bin/sh", "-c", cmdline, NULL};
     const char *const *argv = link == BATON_LINK_NET ? shell : local;
     int fd[2];
@@ -260,7 +267,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--net-launch", 's', 0, 0, &net_launch, "net: command prefix that starts the ranks on every node, e.g. "
                                                    "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
-        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216)"},
+        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, one "
+                                                       "warm-up and one timed iteration per round)"},
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds of every algorithm inside each bench; each size keeps its median (default 3)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
@@ -328,8 +336,13 @@ int plan_cmd_calibrate(int argc, char **argv) {
         static int as[CAL_ROWS];
         fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds (%.0f s so far)\n", baton__link_name(g->link),
                 g->ranks, rounds, (double)(baton__now_ns() - t0) / 1e9);
-        int n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, max_bytes, timeout, net_launch, xs, ts, as,
+        int n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
                           CAL_ROWS);
+        if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
+            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
+                              ts + n, as + n, CAL_ROWS - n);
+            n = m < 0 ? -1 : n + m;
+        }
         if (n <= 0) {
             fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
                     baton__link_name(g->link), g->ranks);
