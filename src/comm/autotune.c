@@ -120,7 +120,7 @@ void baton__autotune_free(baton_comm *c) {
 
 /* The candidate predicted fastest, unless the fixed rule's own choice is predicted within AUTOTUNE_MARGIN of
  * it: a calibration made on a noisy machine then moves the choice only for a clear win. */
-#define AUTOTUNE_MARGIN 0.05
+#define AUTOTUNE_MARGIN 0.02
 
 /* The link this communicator's all-reduces run on and the algorithms auto chooses among there. */
 static int candidates(const baton_comm *c, baton_algo *cands, int *link) {

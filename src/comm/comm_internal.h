@@ -141,7 +141,7 @@ struct baton_comm {
 /* autotune.c: BATON_TUNING. init: rank 0 reads the calibration and shares it through the store (collective
  * over the store; call once every rank is connected). choose: the algorithm the calibration predicts
  * fastest for an all-reduce of `bytes` (`fixed`, the fixed rules' choice, unless another is predicted at
- * least 5 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
+ * least 2 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
 void baton__autotune_free(baton_comm *c);
