@@ -432,14 +432,16 @@ int baton_cmd_bench(int argc, char **argv) {
                 break;
             }
             fill(&o, rank, n, &b, count, 0);
-            /* every algorithm in turn, --rounds times over (warm-up in the first round only); each
-             * algorithm's row reports the median of its rounds */
+            /* every algorithm in turn, --rounds times over (warm-up in the first round only), round r
+             * starting with algorithm r mod n so that none always runs first; each algorithm's row reports
+             * the median of its rounds */
             double ts[BENCH_MAX_ALGOS][BENCH_MAX_ROUNDS];
             long wrongs[BENCH_MAX_ALGOS] = {0};
             baton_algo used[BENCH_MAX_ALGOS];
             int rc = BATON_OK;
             for (long r = 0; r < o.rounds && rc >= 0; r++)
-                for (int ai = 0; ai < o.nalgos && rc >= 0; ai++) {
+                for (int k = 0; k < o.nalgos && rc >= 0; k++) {
+                    int ai = (int)((r + k) % o.nalgos);
                     long w = 0;
                     baton_comm_set_algo(c, o.algos[ai]);
                     used[ai] = BATON_ALGO_AUTO;
