@@ -18,6 +18,13 @@ static char *must_run(const char *cmd, double timeout_s) {
     return o;
 }
 
+/* `ENV baton run -n 2 -- baton bench allreduce ARGS`, which must succeed; its output (stderr too). */
+static char *bench2(const char *env, const char *args, double timeout_s) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s run -n 2 -- %s bench allreduce %s 2>&1", env, th_baton(), th_baton(), args);
+    return must_run(cmd, timeout_s);
+}
+
 /* Counts the CSV rows of `baton bench` output whose size is `bytes`, whose asked column is `asked`, whose
  * used algorithm starts with `used` (NULL: any) and whose wrong column is 0; -1 if a row has wrong != 0. */
 static int rows(const char *out, long bytes, const char *asked, const char *used) {
@@ -46,11 +53,8 @@ static int rows(const char *out, long bytes, const char *asked, const char *used
 
 TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "BATON_TUNING=off %s run -n 2 -- %s bench allreduce --csv -b 8 -e 64K -f 64 -c 1 -w 1 -n 2 --min-time 0 "
-             "--transport shm --algo auto,ring,rd --rounds 3 2>&1",
-             th_baton(), th_baton());
-    char *o = must_run(cmd, 90);
+    char *o = bench2("BATON_TUNING=off",
+                     "--csv -b 8 -e 64K -f 64 -c 1 -w 1 -n 2 --min-time 0 --transport shm --algo auto,ring,rd --rounds 3", 90);
     ASSERT_CONTAINS(o, "size,count,type,op,algo,time_us,algbw_GBps,busbw_GBps,wrong,asked\n");
     const long sizes[] = {8, 512, 32768};
     for (int i = 0; i < 3; i++) {
@@ -60,9 +64,7 @@ TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
     }
     free(o);
     /* one algorithm: the CSV keeps its usual columns */
-    snprintf(cmd, sizeof cmd, "%s run -n 2 -- %s bench allreduce --csv -b 8 -e 8 -w 1 -n 1 --min-time 0 --rounds 2 2>&1",
-             th_baton(), th_baton());
-    o = must_run(cmd, 60);
+    o = bench2("", "--csv -b 8 -e 8 -w 1 -n 1 --min-time 0 --rounds 2", 60);
     ASSERT_CONTAINS(o, "busbw_GBps,wrong\n");
     ASSERT_TRUE(strstr(o, "asked") == NULL);
     free(o);
@@ -85,12 +87,7 @@ TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
  * 100 us per iteration. Before the fix the row said 10 us: 2.2 ms over the 220 iterations planned for a
  * fourth run that never happens. */
 TEST_T(bench_time_is_per_iteration_of_the_run_measured, 60) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "BATON_TEST_BENCH_PACE_US=10000,1000,100 %s run -n 2 -- %s bench allreduce --csv -b 8 -e 8 -w 0 -n 1 "
-             "--min-time 0.02 --transport shm 2>&1",
-             th_baton(), th_baton());
-    char *o = must_run(cmd, 50);
+    char *o = bench2("BATON_TEST_BENCH_PACE_US=10000,1000,100", "--csv -b 8 -e 8 -w 0 -n 1 --min-time 0.02 --transport shm", 50);
     const char *row = strstr(o, "\n8,");
     ASSERT_TRUE(row != NULL);
     double us = 0;

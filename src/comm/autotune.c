@@ -253,7 +253,7 @@ int baton__autotune_first_use(baton_comm *c) {
             for (int a = 0; a < n && rc >= 0; a++) {
                 size_t count = sizes[s] / sizeof(float);
                 long iters = (long)((1u << 20) / sizes[s]);
-                iters = iters < 2 ? 2 : iters > 100 ? 100 : iters;
+                iters = iters < 2 ? 2 : iters > 30 ? 30 : iters;
                 baton_comm_set_algo(c, cands[a]);
                 if (r == 0 && (rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM)) < 0) break; /* warm-up */
                 if ((rc = baton_barrier(c)) < 0) break;
