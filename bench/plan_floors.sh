@@ -8,7 +8,7 @@
 # and world size: each size runs every algorithm in turn, R rounds over, and reports each algorithm's median
 # (a burst of load lands on one round of every algorithm, not on all rounds of one; the same binary, buffers
 # and CPUs for all). Up to 16 MiB every run is -w 2 -n 5 --min-time 0.02 (what `baton plan calibrate`
-# measures with); from 32 MiB -w 1 -n 1 (one iteration is 30 ms to 4 s there). Prints both tables,
+# measures with); from 32 MiB -w 0 -n 1 (one iteration is 30 ms to 4 s there). Prints both tables,
 # `within 25 %: N of M`, `auto within 5 %: N of M`, the load average before and after each part and the
 # total time, which must stay under 15 minutes on 2 cores.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
@@ -70,7 +70,7 @@ for tr in $TRANSPORTS; do
     for k in $RANKS_AUTO; do
         bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
         [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
-        [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 1 1
+        [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 0 1
     done
 done
 unset BATON_TUNING

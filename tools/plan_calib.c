@@ -20,13 +20,14 @@
 #include "util/util.h"
 
 /* The bench settings of every measurement (bench/plan_floors.sh measures with the same ones). Above
- * CAL_SPLIT bytes one iteration fills --min-time many times over: one warm-up and one timed iteration per
- * round (rd takes 0.9 s at 64 MiB over 4 ranks on 2 CPUs: -w 2 -n 5 would make the calibration minutes long). */
+ * CAL_SPLIT bytes one iteration fills --min-time many times over: no warm-up and one timed iteration per
+ * round, the median of the rounds (rd takes 0.9 s at 64 MiB over 4 ranks on 2 CPUs: -w 2 -n 5 would make the
+ * calibration minutes longer; the buffers are already written by the fill). */
 #define CAL_WARMUP "2"
 #define CAL_ITERS "5"
 #define CAL_MIN_TIME "0.02"
 #define CAL_SPLIT (16.0 * 1024 * 1024)
-#define CAL_BIG_WARMUP "1"
+#define CAL_BIG_WARMUP "0"
 #define CAL_BIG_ITERS "1"
 
 /* The algorithms each link can run: one node (shm, tcp) or several (net). */
@@ -267,8 +268,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--net-launch", 's', 0, 0, &net_launch, "net: command prefix that starts the ranks on every node, e.g. "
                                                    "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
-        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, one "
-                                                       "warm-up and one timed iteration per round)"},
+        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
+                                                       "one timed iteration per round, no warm-up)"},
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds of every algorithm inside each bench; each size keeps its median (default 3)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
