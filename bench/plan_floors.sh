@@ -54,7 +54,7 @@ bench() {
 # ---- 1. calibrate, then measure against the predictions -----------------------------------------------
 ranks_cal=$(echo $RANKS_PRED $RANKS_AUTO | tr ' ' '\n' | sort -un | paste -sd, -)
 "$B" plan calibrate --ranks "$ranks_cal" --transports "$(echo $TRANSPORTS | tr ' ' ,)" --rounds "$CAL_ROUNDS" \
-    --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | head -3 || { cat "$O/calibrate.log"; exit 1; }
+    --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | sed -n 1,3p || { cat "$O/calibrate.log"; exit 1; }
 [ -s "$O/cal.json" ] || { cat "$O/calibrate.log"; exit 1; }
 echo "calibrated at $(elapsed) s, load $(load)"
 : >"$O/rows"

@@ -21,7 +21,7 @@ BATON_NETNS_PREFIX=baton-fl timeout 600 sh tests/cluster/netns.sh with 2 -- sh -
     [ -n "$O" ] || O=$T
     launch="sh tests/cluster/netns.sh launch $BATON_CLUSTER -n 2 --"
     "$BATON" plan calibrate --transports net --net-ranks 4 --net-launch "$launch" --rounds "$CAL_ROUNDS" \
-        --out "$O/net.json" 2>"$O/calibrate_net.log" | head -2 || exit 1
+        --out "$O/net.json" 2>"$O/calibrate_net.log" | sed -n 1,2p || exit 1
     [ -s "$O/net.json" ] || { cat "$O/calibrate_net.log"; exit 1; }
     echo "calibrated at $(($(date +%s) - start)) s, load $(cut -d" " -f1-3 /proc/loadavg)"
     $launch "$BATON" bench allreduce --csv -b 1M -e 16M -f 4 --algo hier,ring,rd --rounds "$ROUNDS" -w 2 -n 5 \
