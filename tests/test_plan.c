@@ -263,6 +263,27 @@ TEST(tuning_fit_recovers_a_line_and_splits_two_regimes) {
     baton__tuning_free(&t);
 }
 
+TEST(tuning_fit_keeps_the_order_of_close_algorithms) {
+    /* ring 91 us at 4 KiB and 100 us from 8 to 64 KiB; rd flat at 96 us: at 4 KiB the calibration says rd is
+     * 5.5 % slower than ring. A fit that takes 91 into the line of the 100s (within a 10 % tolerance: 96.2 us
+     * there) picks rd at 4 KiB. */
+    baton_tuning t = {0};
+    for (double x = 4096; x <= 65536; x *= 2) {
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, x, x == 4096 ? 91e-6 : 100e-6));
+        ASSERT_OK(baton__tuning_add(&t, BATON_LINK_TCP, BATON_ALGO_RD, 2, x, 96e-6));
+    }
+    ASSERT_OK(baton__tuning_fit(&t));
+    baton_algo c[2] = {BATON_ALGO_RING, BATON_ALGO_RD};
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 4096), BATON_ALGO_RING);
+    ASSERT_EQ_INT(baton__tuning_best(&t, BATON_LINK_TCP, c, 2, 2, 32768), BATON_ALGO_RD);
+    double s;
+    for (int i = 0; i < t.npoints; i++) {
+        ASSERT_OK(baton__tuning_predict(&t, t.points[i].link, t.points[i].algo, 2, t.points[i].bytes, &s));
+        ASSERT_NEAR(s, t.points[i].secs, 0.02 * t.points[i].secs);
+    }
+    baton__tuning_free(&t);
+}
+
 TEST(tuning_fit_ignores_a_stall_slower_than_a_bigger_size) {
     /* 1 GB/s and 20 us; the 256 KiB point stalled to 80 ms (slower than 16 MiB): fitted, it would make
      * its own line and predict the stall; clipped to the bigger sizes' times it leaves the line intact */
@@ -437,10 +458,10 @@ static const char *margin_tuning(double ring_us) {
 
 TEST_T(auto_moves_off_the_fixed_rule_only_for_a_clear_win, 120) {
     char env[800], algos[256];
-    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.7)); /* 3 %: within the margin */
+    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.85)); /* 1.5 %: within the 2 % margin */
     bench_algos(env, "shm", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "direct,direct,direct,direct");
-    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.0)); /* 10 % */
+    snprintf(env, sizeof env, "BATON_TUNING=%s", margin_tuning(9.7)); /* 3 % */
     bench_algos(env, "shm", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "ring,ring,ring,ring");
 }

@@ -22,6 +22,8 @@
 #include "commands.h"
 #include "util/util.h"
 
+enum { BENCH_MAX_ALGOS = 4, BENCH_MAX_ROUNDS = 99 };
+
 typedef enum { B_ALLREDUCE, B_BROADCAST, B_ALLGATHER, B_REDUCESCATTER, B_BARRIER } bench_coll;
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter", "barrier"};
 
@@ -35,7 +37,10 @@ typedef struct {
     double min_time_s;  /* each size runs at least this long */
     baton_dtype dt;
     baton_op op;
-    baton_algo algo;
+    baton_algo algo;                    /* the first of algos */
+    baton_algo algos[BENCH_MAX_ALGOS];  /* --algo A[,B...]: each size runs each of them, in turn */
+    int nalgos;
+    long rounds;                        /* --rounds R: interleaved rounds per size, the median reported */
     baton_transport_kind transport;
 } bench_opts;
 
@@ -53,7 +58,10 @@ static void usage(FILE *f) {
             "  -d DTYPE        f32 f64 f16 bf16 i32 i64 (default f32)\n"
             "  -o OP           sum avg min max prod (default sum)\n"
             "  -r ROOT         broadcast root (default 0)\n"
-            "  --algo A        auto ring rd direct hier (default auto)\n"
+            "  --algo A[,B..]  auto ring rd direct hier (default auto); a list (at most 4) runs each size\n"
+            "                  with each algorithm in turn, one row each, and --csv adds a column asked\n"
+            "  --rounds R      per size, R interleaved rounds of every --algo; time_us is the median of\n"
+            "                  the rounds (default 1)\n"
             "  --transport T   auto shm tcp mpi (default auto; mpi: under Open MPI's mpirun)\n"
             "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
@@ -68,12 +76,33 @@ static const char *flag_name(int ch) {
     case 'T': return "--transport";
     case 'B': return "--buffers";
     case 'M': return "--min-time";
+    case 'R': return "--rounds";
     default: {
         static char f[3] = "-?";
         f[1] = (char)ch;
         return f;
     }
     }
+}
+
+/* --algo A[,B...]: each a known algorithm, at most BENCH_MAX_ALGOS, none twice. */
+static int parse_algos(const char *arg, bench_opts *o) {
+    char buf[128];
+    if (strlen(arg) >= sizeof buf) return baton__fail(BATON_EINVAL, "too long");
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->nalgos = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        baton_algo a;
+        if (baton_algo_parse(tok, &a) < 0) return baton__fail(BATON_EINVAL, "unknown algorithm '%s' (expected auto, ring, rd, direct or hier)", tok);
+        for (int i = 0; i < o->nalgos; i++)
+            if (o->algos[i] == a) return baton__fail(BATON_EINVAL, "'%s' appears twice", tok);
+        if (o->nalgos == BENCH_MAX_ALGOS) return baton__fail(BATON_EINVAL, "at most %d algorithms", BENCH_MAX_ALGOS);
+        o->algos[o->nalgos++] = a;
+    }
+    if (!o->nalgos) return baton__fail(BATON_EINVAL, "expected a list of algorithms");
+    o->algo = o->algos[0];
+    return BATON_OK;
 }
 
 static int parse_opts(int argc, char **argv, bench_opts *o) {
@@ -86,6 +115,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     o->min_time_s = 0.02;
     o->dt = BATON_F32;
     o->op = BATON_SUM;
+    o->nalgos = 1;
+    o->rounds = 1;
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             usage(stdout);
@@ -104,6 +135,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     static const struct option longs[] = {{"algo", required_argument, 0, 'A'},    {"transport", required_argument, 0, 'T'},
                                           {"csv", no_argument, 0, 'C'},           {"inplace", no_argument, 0, 'I'},
                                           {"buffers", required_argument, 0, 'B'}, {"min-time", required_argument, 0, 'M'},
+                                          {"rounds", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     optind = 2;
     opterr = 0;
@@ -122,7 +154,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 'r': rc = baton__parse_long(optarg, 0, 1 << 20, &v); o->root = (int)v; break;
         case 'd': rc = baton_dtype_parse(optarg, &o->dt); break;
         case 'o': rc = baton_op_parse(optarg, &o->op); break;
-        case 'A': rc = baton_algo_parse(optarg, &o->algo); break;
+        case 'A': rc = parse_algos(optarg, o); break;
+        case 'R': rc = baton__parse_long(optarg, 1, BENCH_MAX_ROUNDS, &o->rounds); break;
         case 'T': rc = baton_transport_parse(optarg, &o->transport); break;
         case 'M': rc = baton__parse_double(optarg, 0, 3600, &d); o->min_time_s = d; break;
         case 'C': o->csv = 1; break;
@@ -266,20 +299,25 @@ static void buf_free(baton_comm *c, void *p, int shm) {
 }
 
 /* Fills in time (s, slowest rank), wrong (all ranks) and the algorithm the timed collective used. */
-static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, double *time_s, long *wrong_out,
-                      baton_algo *algo) {
+static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, long warmup, double *time_s,
+                      long *wrong_out, baton_algo *algo) {
     int rank = baton_comm_rank(c), n = baton_comm_size(c), rc;
+    /* test knob (a fake clock for the pacing): BATON_TEST_BENCH_PACE_US=A,B,C makes the k-th timed run of a
+     * size count as iterations x the k-th value in microseconds, whatever it took */
+    double pace_us[3] = {0, 0, 0};
+    const char *pace = getenv("BATON_TEST_BENCH_PACE_US");
+    if (pace && sscanf(pace, "%lf,%lf,%lf", &pace_us[0], &pace_us[1], &pace_us[2]) != 3)
+        return baton__fail(BATON_EINVAL, "BATON_TEST_BENCH_PACE_US: expected three numbers A,B,C");
     long wrong = 0;
-    fill(o, rank, n, b, count, 0);
     long it = 0;
-    for (long i = 0; i < o->warmup; i++, it++) {
+    for (long i = 0; i < warmup; i++, it++) {
         if (o->check) fill(o, rank, n, b, count, it);
         if ((rc = run_once(c, o, b, count)) < 0) return rc;
         if (o->check) wrong += check(o, rank, n, b, count, it);
     }
     /* Timed runs of -n iterations; while one is shorter than --min-time, the next one is sized from its
      * pace (the slowest rank's, so every rank agrees on the count). The last run is reported. */
-    long iters = o->iters;
+    long iters = o->iters, ran = iters;
     double tmax = 0;
     for (int round = 0; round < 3; round++) {
         if ((rc = baton_barrier(c)) < 0) return rc;
@@ -287,6 +325,8 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
         for (long i = 0; i < iters; i++)   /* the collective only: no fill, no check */
             if ((rc = run_once(c, o, b, count)) < 0) return rc;
         double t = (double)(baton__now_ns() - t0) / 1e9;
+        if (pace) t = (double)iters * pace_us[round] * 1e-6;
+        ran = iters;
         *algo = baton_comm_last_algo(c); /* before the agreement below runs a collective of its own */
         if ((rc = baton_allreduce(c, &t, &tmax, 1, BATON_F64, BATON_MAX)) < 0) return rc;
         if (tmax >= o->min_time_s || iters >= 10000000) break;
@@ -294,7 +334,10 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
         long want = per > 0 ? (long)ceil(o->min_time_s * 1.1 / per) : iters * 100;
         iters = want > iters ? (want < 10000000 ? want : 10000000) : iters * 2;
     }
-    tmax /= (double)iters;
+    /* per iteration of the run measured last: when all three came up short of --min-time (a pace that
+     * sped up between them), iters has already been raised for a run that never happened; dividing by it
+     * reported a fraction of the real time (docs/plan.md: 0.0 us for 32 KiB) */
+    tmax /= (double)ran;
     if (o->check) {   /* one more checked iteration after the timed ones, outside the timing */
         fill(o, rank, n, b, count, it);
         if ((rc = run_once(c, o, b, count)) < 0) return rc;
@@ -305,6 +348,17 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     *time_s = tmax;
     *wrong_out = (long)wsum;
     return BATON_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static double busbw_factor(bench_coll coll, int n) {
@@ -342,14 +396,14 @@ int baton_cmd_bench(int argc, char **argv) {
     size_t esz = baton_dtype_size(o.dt);
     if (rank == 0) {
         if (o.csv)
-            printf("size,count,type,op,algo,time_us,algbw_GBps,busbw_GBps,wrong\n");
+            printf("size,count,type,op,algo,time_us,algbw_GBps,busbw_GBps,wrong%s\n", o.nalgos > 1 ? ",asked" : "");
         else
             printf("# baton bench %s: %d ranks, %d node(s), transport %s, %s, simd %s\n", coll_names[o.coll], n,
                    baton_comm_num_nodes(c), baton_transport_name(baton_comm_transport(c)),
                    o.inplace ? "in place" : "out of place", baton__reduce_isa());
         if (!o.csv)
-            printf("%12s %12s %6s %6s %12s %12s %11s %11s %8s\n", "size", "count", "type", "op", "algo", "time_us",
-                   "algbw_GBps", "busbw_GBps", "wrong");
+            printf("%12s %12s %6s %6s %12s %12s %11s %11s %8s%s\n", "size", "count", "type", "op", "algo", "time_us",
+                   "algbw_GBps", "busbw_GBps", "wrong", o.nalgos > 1 ? "  asked" : "");
         fflush(stdout);
     }
     int modes[2] = {o.bufmode == 1, 1}, nmodes = o.bufmode == 2 ? 2 : 1;
@@ -377,31 +431,50 @@ int baton_cmd_bench(int argc, char **argv) {
                 status = 1;
                 break;
             }
-            double t = 0;
-            long wrong = 0;
-            baton_algo algo_used = BATON_ALGO_AUTO;
-            int rc = bench_size(c, &o, &b, count, &t, &wrong, &algo_used);
+            fill(&o, rank, n, &b, count, 0);
+            /* every algorithm in turn, --rounds times over (warm-up in the first round only), round r
+             * starting with algorithm r mod n so that none always runs first; each algorithm's row reports
+             * the median of its rounds */
+            double ts[BENCH_MAX_ALGOS][BENCH_MAX_ROUNDS];
+            long wrongs[BENCH_MAX_ALGOS] = {0};
+            baton_algo used[BENCH_MAX_ALGOS];
+            int rc = BATON_OK;
+            for (long r = 0; r < o.rounds && rc >= 0; r++)
+                for (int k = 0; k < o.nalgos && rc >= 0; k++) {
+                    int ai = (int)((r + k) % o.nalgos);
+                    long w = 0;
+                    baton_comm_set_algo(c, o.algos[ai]);
+                    used[ai] = BATON_ALGO_AUTO;
+                    rc = bench_size(c, &o, &b, count, r == 0 ? o.warmup : 0, &ts[ai][r], &w, &used[ai]);
+                    wrongs[ai] += w;
+                }
             if (rc < 0) {
                 fprintf(stderr, "baton bench: rank %d: %s: %s\n", rank, baton_strerror(rc), baton_last_error());
                 status = 1;
-            } else if (rank == 0) {
+            }
+            for (int ai = 0; ai < o.nalgos && rc >= 0 && rank == 0; ai++) {
+                double t = median(ts[ai], (int)o.rounds);
+                long wrong = wrongs[ai];
+                baton_algo algo_used = used[ai];
                 size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);
                 double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * busbw_factor(o.coll, n);
                 char algo[32], wrong_s[24] = "N/A";
                 snprintf(algo, sizeof algo, "%s%s", baton_algo_name(algo_used), b.shm ? "+shmbuf" : "");
                 if (o.check) snprintf(wrong_s, sizeof wrong_s, "%ld", wrong);
                 if (o.csv)
-                    printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz, baton_dtype_name(o.dt),
-                           baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s);
+                    printf("%zu,%zu,%s,%s,%s,%.3f,%.4f,%.4f,%s%s%s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
+                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s,
+                           o.nalgos > 1 ? "," : "", o.nalgos > 1 ? baton_algo_name(o.algos[ai]) : "");
                 else
-                    printf("%12zu %12zu %6s %6s %12s %12.2f %11.3f %11.3f %8s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
-                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s);
+                    printf("%12zu %12zu %6s %6s %12s %12.2f %11.3f %11.3f %8s%s%s\n", bytes, o.coll == B_BARRIER ? 0 : bytes / esz,
+                           baton_dtype_name(o.dt), baton_op_name(o.op), algo, t * 1e6, algbw, busbw, wrong_s,
+                           o.nalgos > 1 ? "  " : "", o.nalgos > 1 ? baton_algo_name(o.algos[ai]) : "");
                 busbw_sum += busbw;
                 rows++;
                 wrong_total += wrong;
                 fflush(stdout);
+                if (wrong) status = 1;
             }
-            if (rank == 0 && wrong) status = 1;
             if (b.send != b.recv) buf_free(c, b.send, b.shm);
             buf_free(c, b.recv, b.shm);
         }

@@ -1,11 +1,11 @@
 /* plan_calib.c: `baton plan calibrate` measures this machine's all-reduces and `baton plan allreduce
  * --calibrated FILE` predicts `baton bench` from the result (comm/tuning.h).
  *
- * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A --transport T -f 2 -w 2 -n 5`
- * (the settings bench/plan_vs_measured.sh measures with) for every
- * transport, world size and algorithm that transport can run, one short pass each, and repeats the whole
- * set --rounds times in the same interleaved order, so a burst of load on a shared machine lands on one
- * round of every cell rather than on all rounds of one; each cell keeps the median over rounds. */
+ * Calibration launches, for every transport and world size, one `baton run -n K -- baton bench allreduce
+ * --csv --algo A,B,C --rounds R --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings
+ * bench/plan_floors.sh measures with): every algorithm the transport can run, each size run by each
+ * algorithm in turn, R times over, so a burst of load on a shared machine lands on one round of every
+ * algorithm rather than on all rounds of one; each (algorithm, size) keeps the median of its rounds. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -18,6 +18,17 @@
 
 #include "plan.h"
 #include "util/util.h"
+
+/* The bench settings of every measurement (bench/plan_floors.sh measures with the same ones). Above
+ * CAL_SPLIT bytes one iteration fills --min-time many times over: no warm-up and one timed iteration per
+ * round, the median of the rounds (rd takes 0.9 s at 64 MiB over 4 ranks on 2 CPUs: -w 2 -n 5 would make the
+ * calibration minutes longer; the buffers are already written by the fill). */
+#define CAL_WARMUP "2"
+#define CAL_ITERS "5"
+#define CAL_MIN_TIME "0.02"
+#define CAL_SPLIT (16.0 * 1024 * 1024)
+#define CAL_BIG_WARMUP "0"
+#define CAL_BIG_ITERS "1"
 
 /* The algorithms each link can run: one node (shm, tcp) or several (net). */
 static int link_algos(int link, baton_algo *out) {
@@ -120,19 +131,26 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
 
 /* ---- calibrate ------------------------------------------------------------------------------------- */
 
-/* Runs one bench; appends (bytes, seconds) rows to xs/ts. Returns the number of rows or -1. shm and tcp run
- * under `baton run -n K`; net runs `sh -c "NET_LAUNCH 'baton' bench ..."`, NET_LAUNCH starting the ranks on
- * every node of the cluster (e.g. tests/cluster/netns.sh launch NAME -n 2 --). */
-static int run_bench(const char *self, int ranks, int link, baton_algo algo, double max_bytes, double timeout_s,
-                     const char *net_launch, double *xs, double *ts, int cap) {
-    char n_s[16], e_s[32], cmdline[4096];
+/* Runs one bench of every algorithm in algos (n of them), interleaved --rounds times inside it, and
+ * appends its rows: bytes, median seconds and the index of the algorithm in algos. Returns the number of
+ * rows or -1. shm and tcp run under `baton run -n K`; net runs `sh -c "NET_LAUNCH 'baton' bench ..."`,
+ * NET_LAUNCH starting the ranks on every node of the cluster (e.g. tests/cluster/netns.sh launch NAME -n 2 --). */
+static int run_bench(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int rounds, int big,
+                     double max_bytes, double timeout_s, const char *net_launch, double *xs, double *ts, int *as, int cap) {
+    char n_s[16], b_s[32], e_s[32], r_s[16], list[64] = "", cmdline[4096];
+    const char *w = big ? CAL_BIG_WARMUP : CAL_WARMUP, *it = big ? CAL_BIG_ITERS : CAL_ITERS;
     snprintf(n_s, sizeof n_s, "%d", ranks);
-    snprintf(e_s, sizeof e_s, "%.0f", max_bytes);
-    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", "4", "-e", e_s, "-f", "2",
-                           "--algo", baton_algo_name(algo), "--transport", baton__link_name(link), "-w", "2", "-n", "5",
-                           "--min-time", "0.02", NULL};
-    snprintf(cmdline, sizeof cmdline, "%s '%s' bench allreduce --csv -b 4 -e %s -f 2 --algo %s -w 2 -n 5 --min-time 0.02",
-             net_launch ? net_launch : "", self, e_s, baton_algo_name(algo));
+    snprintf(b_s, sizeof b_s, "%.0f", big ? CAL_SPLIT * 2 : 4);
+    snprintf(e_s, sizeof e_s, "%.0f", big ? max_bytes : fmin(max_bytes, CAL_SPLIT));
+    snprintf(r_s, sizeof r_s, "%d", rounds);
+    for (int i = 0; i < nalgos; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", baton_algo_name(algos[i]));
+    const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", b_s, "-e", e_s, "-f", "2",
+                           "--algo", list, "--rounds", r_s, "--transport", baton__link_name(link), "-w", w,
+                           "-n", it, "--min-time", CAL_MIN_TIME, NULL};
+    snprintf(cmdline, sizeof cmdline,
+             "%s '%s' bench allreduce --csv -b %s -e %s -f 2 --algo %s --rounds %s -w %s -n %s --min-time " CAL_MIN_TIME,
+             net_launch ? net_launch : "", self, b_s, e_s, list, r_s, w, it);
     const char *shell[] = {"/bin/sh", "-c", cmdline, NULL};
     const char *const *argv = link == BATON_LINK_NET ? shell : local;
     int fd[2];
@@ -168,16 +186,26 @@ static int run_bench(const char *self, int ranks, int link, baton_algo algo, dou
     char line[512];
     int n = 0;
     while (fgets(line, sizeof line, f)) {
-        double bytes, us;
-        char *c1;
+        /* size,count,type,op,algo,time_us,algbw,busbw,wrong[,asked] */
+        const char *field[10];
+        int nfield = 0;
         if (!strncmp(line, "size", 4) || line[0] == '#') continue;
-        bytes = strtod(line, &c1);
-        /* size,count,type,op,algo,time_us,... */
-        const char *p = line;
-        for (int k = 0; k < 5 && p; k++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
-        if (!p || c1 == line) continue;
-        us = strtod(p, NULL);
-        if (n < cap && bytes > 0 && us > 0) xs[n] = bytes, ts[n] = us * 1e-6, n++;
+        line[strcspn(line, "\n")] = 0;
+        field[nfield++] = line;
+        for (char *p = line; *p && nfield < 10; p++)
+            if (*p == ',') *p = 0, field[nfield++] = p + 1;
+        if (nfield < 6) continue;
+        char *end;
+        double bytes = strtod(field[0], &end), us = strtod(field[5], NULL);
+        if (end == field[0]) continue;
+        int ai = 0;
+        if (nalgos > 1) {
+            baton_algo asked;
+            if (nfield < 10 || baton_algo_parse(field[9], &asked) < 0) continue;
+            for (ai = 0; ai < nalgos && algos[ai] != asked; ai++) {}
+            if (ai == nalgos) continue;
+        }
+        if (n < cap && bytes > 0 && us > 0) xs[n] = bytes, ts[n] = us * 1e-6, as[n] = ai, n++;
     }
     fclose(f);
     int st;
@@ -187,11 +215,6 @@ static int run_bench(const char *self, int ranks, int link, baton_algo algo, dou
         waitpid(dog, NULL, 0);
     }
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void describe_machine(char *out, size_t n, double load0) {
@@ -227,8 +250,8 @@ static int refit_file(const char *sub, const char *file, const char *out) {
     return rc;
 }
 
-#define CAL_MAX_CELLS 64
-#define CAL_SIZES 40
+#define CAL_MAX_GROUPS 64
+#define CAL_ROWS 256
 #define CAL_ROUNDS 16
 
 int plan_cmd_calibrate(int argc, char **argv) {
@@ -245,8 +268,9 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--net-launch", 's', 0, 0, &net_launch, "net: command prefix that starts the ranks on every node, e.g. "
                                                    "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
-        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216)"},
-        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds; each cell keeps its median (default 3)"},
+        {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
+                                                       "one timed iteration per round, no warm-up)"},
+        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds of every algorithm inside each bench; each size keeps its median (default 3)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
@@ -287,64 +311,51 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (net_launch && strchr(self, '\''))
         return plan_error(sub, "--transports net: the baton path '%s' contains a quote; run it from another path", self), 2;
 
+    /* one bench per link and world size, every algorithm of the link interleaved in it, --rounds times */
     typedef struct {
-        int link, ranks;
-        baton_algo algo;
-        int nsz;
-        double bytes[CAL_SIZES], t[CAL_SIZES][CAL_ROUNDS];
-        int nt[CAL_SIZES];
-    } cell;
-    static cell cells[CAL_MAX_CELLS];
-    int ncell = 0;
+        int link, ranks, nalgos;
+        baton_algo algos[4];
+    } group;
+    group groups[CAL_MAX_GROUPS];
+    int ngroup = 0;
     for (int l = 0; l < nl; l++)
-        for (int r = 0; r < (links[l] == BATON_LINK_NET ? 1 : ranks.n); r++) {
-            baton_algo a[4];
-            int na = link_algos(links[l], a);
-            for (int i = 0; i < na && ncell < CAL_MAX_CELLS; i++) {
-                memset(&cells[ncell], 0, sizeof cells[ncell]);
-                cells[ncell].link = links[l], cells[ncell].algo = a[i];
-                cells[ncell].ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
-                ncell++;
-            }
+        for (int r = 0; r < (links[l] == BATON_LINK_NET ? 1 : ranks.n) && ngroup < CAL_MAX_GROUPS; r++) {
+            group *g = &groups[ngroup++];
+            g->link = links[l];
+            g->ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
+            g->nalgos = link_algos(links[l], g->algos);
         }
     double load0 = 0;
     FILE *lf = fopen("/proc/loadavg", "r");
     if (lf && fscanf(lf, "%lf", &load0) != 1) load0 = 0;
     if (lf) fclose(lf);
     uint64_t t0 = baton__now_ns();
-    for (int round = 0; round < rounds; round++)
-        for (int c = 0; c < ncell; c++) {
-            cell *ce = &cells[c];
-            double xs[CAL_SIZES], ts[CAL_SIZES];
-            fprintf(stderr, "baton plan calibrate: round %d/%d: %s %s %d ranks (%.0f s so far)\n", round + 1, rounds,
-                    baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks, (double)(baton__now_ns() - t0) / 1e9);
-            int n = run_bench(self, ce->ranks, ce->link, ce->algo, max_bytes, timeout, net_launch, xs, ts, CAL_SIZES);
-            if (n <= 0) {
-                fprintf(stderr, "baton plan calibrate: the bench for %s %s on %d ranks failed (see its errors above)\n",
-                        baton__link_name(ce->link), baton_algo_name(ce->algo), ce->ranks);
-                return 1;
-            }
-            for (int i = 0; i < n; i++) {
-                int k = 0;
-                while (k < ce->nsz && ce->bytes[k] != xs[i]) k++;
-                if (k == ce->nsz) {
-                    if (ce->nsz == CAL_SIZES) continue;
-                    ce->bytes[ce->nsz++] = xs[i];
-                }
-                ce->t[k][ce->nt[k]++] = ts[i];
-            }
-        }
     baton_tuning t = {0};
-    for (int c = 0; c < ncell; c++)
-        for (int k = 0; k < cells[c].nsz; k++) {
-            int m = cells[c].nt[k];
-            qsort(cells[c].t[k], (size_t)m, sizeof(double), cmp_d);
-            double med = m % 2 ? cells[c].t[k][m / 2] : (cells[c].t[k][m / 2 - 1] + cells[c].t[k][m / 2]) / 2;
-            if (baton__tuning_add(&t, cells[c].link, cells[c].algo, cells[c].ranks, cells[c].bytes[k], med) < 0) {
+    for (int gi = 0; gi < ngroup; gi++) {
+        group *g = &groups[gi];
+        static double xs[CAL_ROWS], ts[CAL_ROWS];
+        static int as[CAL_ROWS];
+        fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds (%.0f s so far)\n", baton__link_name(g->link),
+                g->ranks, rounds, (double)(baton__now_ns() - t0) / 1e9);
+        int n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
+                          CAL_ROWS);
+        if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
+            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
+                              ts + n, as + n, CAL_ROWS - n);
+            n = m < 0 ? -1 : n + m;
+        }
+        if (n <= 0) {
+            fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
+                    baton__link_name(g->link), g->ranks);
+            baton__tuning_free(&t);
+            return 1;
+        }
+        for (int i = 0; i < n; i++)
+            if (baton__tuning_add(&t, g->link, g->algos[as[i]], g->ranks, xs[i], ts[i]) < 0) {
                 baton__tuning_free(&t);
                 return plan_error(sub, "%s", baton_last_error()), 1;
             }
-        }
+    }
     describe_machine(t.about, sizeof t.about, load0);
     t.cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (baton__tuning_fit(&t) < 0 || baton__tuning_save(path, &t) < 0) {
@@ -369,7 +380,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
                 printf("  %s: latency %.2f us, bandwidth %.3f GB/s (alpha-beta fit to the ring)\n", baton__link_name(l),
                        t.link[l].lat_s * 1e6, t.link[l].bw_Bps / 1e9);
         printf("Use it: baton plan allreduce --calibrated %s --link %s --ranks %d --bytes 1e6;  BATON_TUNING=%s with --algo auto\n",
-               path, baton__link_name(cells[0].link), cells[0].ranks, path);
+               path, baton__link_name(groups[0].link), groups[0].ranks, path);
     }
     baton__tuning_free(&t);
     return 0;

@@ -6,10 +6,16 @@
  * may not have the file); it publishes the fits through the store and every rank, rank 0 included, parses
  * that same text, so every rank predicts the same numbers and takes the same algorithm.
  * A BATON_TUNING file that cannot be read fails initialization with the reason; a bad cached one is
- * skipped with a warning. Without a calibration the fixed rules of coll.c apply. */
+ * skipped with a warning. Without a calibration the fixed rules of coll.c apply.
+ *
+ * BATON_TUNING=calibrate: the cached calibration, and when it has nothing for this link and world size, a
+ * short calibration at the end of baton_init (baton__autotune_first_use: every candidate algorithm at sizes
+ * 4 B to 4 MiB, 3 interleaved rounds, the slowest rank's time, medians; about a second), which every rank
+ * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm_internal.h"
 #include "comm/tuning.h"
@@ -23,7 +29,7 @@ static int rank0_text(char **out) {
     *out = NULL;
     const char *env = getenv("BATON_TUNING");
     char path[600];
-    int explicit_file = env && *env;
+    int explicit_file = env && *env && strcmp(env, "calibrate") != 0;
     if (explicit_file && !strcmp(env, "off")) return BATON_OK;
     if (explicit_file)
         snprintf(path, sizeof path, "%s", env);
@@ -59,8 +65,20 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;
         }
-        len = text ? strlen(text) : 0;
-        if ((rc = baton_store_set(c->store, TUNING_KEY, text ? text : "", len)) < 0) {
+        /* "+" first: BATON_TUNING=calibrate (rank 0's setting decides for every rank) */
+        const char *env = getenv("BATON_TUNING");
+        int first = env && !strcmp(env, "calibrate");
+        char *pub = malloc((text ? strlen(text) : 0) + 2);
+        if (!pub) {
+            free(text);
+            baton_store_set(c->store, TUNING_KEY, "", 0);
+            return baton__fail(BATON_ENOMEM, "calibration: out of memory");
+        }
+        snprintf(pub, (text ? strlen(text) : 0) + 2, "%s%s", first ? "+" : "", text ? text : "");
+        free(text);
+        text = pub;
+        len = strlen(text);
+        if ((rc = baton_store_set(c->store, TUNING_KEY, text, len)) < 0) {
             free(text);
             return baton__fail_ctx(rc, "publishing the calibration: ");
         }
@@ -71,7 +89,9 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             return baton__fail_ctx(rc, "rendezvous: waiting for the calibration: ");
         text = v;
     }
-    if (len == 0) {
+    size_t skip = len > 0 && text[0] == '+';
+    c->tune_first_use = (int)skip;
+    if (len == skip) {
         free(text);
         return BATON_OK;
     }
@@ -80,7 +100,7 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
         free(text);
         return baton__fail(BATON_ENOMEM, "calibration: out of memory");
     }
-    rc = baton__tuning_parse(text, len, t);
+    rc = baton__tuning_parse(text + skip, len - skip, t);
     free(text);
     if (rc < 0) {
         free(t);
@@ -100,23 +120,30 @@ void baton__autotune_free(baton_comm *c) {
 
 /* The candidate predicted fastest, unless the fixed rule's own choice is predicted within AUTOTUNE_MARGIN of
  * it: a calibration made on a noisy machine then moves the choice only for a clear win. */
-#define AUTOTUNE_MARGIN 0.05
+#define AUTOTUNE_MARGIN 0.02
+
+/* The link this communicator's all-reduces run on and the algorithms auto chooses among there. */
+static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
+    if (c->nnodes > 1) {
+        /* several nodes: the calibration's "net" fits (a simulated or real cluster), if it has any */
+        *link = BATON_LINK_NET;
+        cands[0] = BATON_ALGO_HIER, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD;
+        return 3;
+    }
+    if (c->shm && !c->tcp) {
+        *link = BATON_LINK_SHM;
+        cands[0] = BATON_ALGO_DIRECT, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD;
+        return 3;
+    }
+    *link = BATON_LINK_TCP;
+    cands[0] = BATON_ALGO_RING, cands[1] = BATON_ALGO_RD;
+    return 2;
+}
 
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
     if (!c->tuning) return BATON_ALGO_AUTO;
     baton_algo cands[3];
-    int n, link;
-    if (c->nnodes > 1) {
-        /* several nodes: the calibration's "net" fits (a simulated or real cluster), if it has any */
-        link = BATON_LINK_NET;
-        cands[0] = BATON_ALGO_HIER, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
-    } else if (c->shm && !c->tcp) {
-        link = BATON_LINK_SHM;
-        cands[0] = BATON_ALGO_DIRECT, cands[1] = BATON_ALGO_RING, cands[2] = BATON_ALGO_RD, n = 3;
-    } else {
-        link = BATON_LINK_TCP;
-        cands[0] = BATON_ALGO_RING, cands[1] = BATON_ALGO_RD, n = 2;
-    }
+    int link, n = candidates(c, cands, &link);
     /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets) */
     unsigned slot = (unsigned)((bytes * 0x9E3779B97F4A7C15ull) >> 58) % BATON_AUTOTUNE_CACHE;
     if (c->tune_cache_bytes[slot] == bytes + 1) return (baton_algo)c->tune_cache_algo[slot];
@@ -132,4 +159,141 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     c->tune_cache_bytes[slot] = bytes + 1;
     c->tune_cache_algo[slot] = (unsigned char)best;
     return best;
+}
+
+/* ---- BATON_TUNING=calibrate: a short calibration at first use ---------------------------------------- */
+
+#define FIRST_ROUNDS 3
+#define FIRST_SIZES 12     /* 4 B x 4^k up to FIRST_MAX_BYTES */
+#define FIRST_MAX_BYTES ((size_t)4 << 20)
+
+/* Whether t has fits for every candidate on this link and world size. */
+static int covers(const baton_tuning *t, int link, const baton_algo *cands, int n, int ranks) {
+    if (!t) return 0;
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        for (int f = 0; f < t->nfits && !found; f++)
+            found = t->fits[f].link == link && t->fits[f].algo == cands[i] && t->fits[f].ranks == ranks;
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* Rank 0: the cached calibration with this link and world size's points replaced by fresh's, refitted and
+ * written back atomically (through a temporary name of this process's own, renamed over the cache). */
+static void cache_merge(const baton_tuning *fresh, int link, int ranks) {
+    char path[600], tmp[640];
+    if (baton__tuning_default_path(path, sizeof path) < 0) {
+        BATON_WARN("first-use calibration not cached: %s", baton_last_error());
+        return;
+    }
+    baton_tuning old, t = {0};
+    int have_old = baton__tuning_load(path, &old) == BATON_OK;
+    if (!have_old && access(path, F_OK) == 0) BATON_WARN("replacing the unreadable cached calibration: %s", baton_last_error());
+    for (int i = 0; have_old && i < old.npoints; i++) {
+        const baton_tuning_point *p = &old.points[i];
+        if (p->link != link || p->ranks != ranks) baton__tuning_add(&t, p->link, p->algo, p->ranks, p->bytes, p->secs);
+    }
+    for (int i = 0; i < fresh->npoints; i++) {
+        const baton_tuning_point *p = &fresh->points[i];
+        baton__tuning_add(&t, p->link, p->algo, p->ranks, p->bytes, p->secs);
+    }
+    t.cpus = fresh->cpus;
+    snprintf(t.about, sizeof t.about, "%s", fresh->about);
+    if (have_old) baton__tuning_free(&old);
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    if (baton__tuning_fit(&t) < 0 || baton__tuning_save(tmp, &t) < 0 || rename(tmp, path) != 0) {
+        BATON_WARN("first-use calibration not cached in %s: %s", path, baton_last_error());
+        unlink(tmp);
+    } else {
+        BATON_INFO("first-use calibration cached in %s", path);
+    }
+    baton__tuning_free(&t);
+}
+
+/* Appends src's fits to *dst (a new calibration when there is none). */
+static int adopt_fits(baton_comm *c, baton_tuning *src) {
+    if (!c->tuning) {
+        baton_tuning *t = calloc(1, sizeof *t);
+        if (!t) return baton__fail(BATON_ENOMEM, "calibration: out of memory");
+        *t = *src;
+        memset(src, 0, sizeof *src);
+        c->tuning = t;
+        return BATON_OK;
+    }
+    baton_tuning *d = c->tuning;
+    if (!d->fits && !(d->fits = calloc(BATON_TUNING_MAX, sizeof *d->fits))) return baton__fail(BATON_ENOMEM, "calibration: out of memory");
+    for (int i = 0; i < src->nfits && d->nfits < BATON_TUNING_MAX; i++) d->fits[d->nfits++] = src->fits[i];
+    for (int l = 0; l < BATON_LINK_COUNT; l++)
+        if (src->have_link[l] && !d->have_link[l]) d->have_link[l] = 1, d->link[l] = src->link[l];
+    if (!d->cpus) d->cpus = src->cpus;
+    return BATON_OK;
+}
+
+int baton__autotune_first_use(baton_comm *c) {
+    baton_algo cands[3];
+    int link, n = candidates(c, cands, &link);
+    if (!c->tune_first_use || c->world < 2 || covers(c->tuning, link, cands, n, c->world)) return BATON_OK;
+    size_t sizes[FIRST_SIZES];
+    int ns = 0;
+    for (size_t b = 4; b <= FIRST_MAX_BYTES && ns < FIRST_SIZES; b *= 4) sizes[ns++] = b;
+    float *send = malloc(FIRST_MAX_BYTES), *recv = malloc(FIRST_MAX_BYTES);
+    double *tm = calloc((size_t)(FIRST_ROUNDS * n * ns), sizeof *tm), *tmax = calloc((size_t)(FIRST_ROUNDS * n * ns), sizeof *tmax);
+    int rc = BATON_OK;
+    if (!send || !recv || !tm || !tmax) {
+        rc = baton__fail(BATON_ENOMEM, "first-use calibration: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < FIRST_MAX_BYTES / sizeof(float); i++) send[i] = (float)(i % 7);
+    baton_algo saved = c->algo;
+    uint64_t t0 = baton__now_ns();
+    /* every size with every candidate in turn, FIRST_ROUNDS times over: a burst of load lands on one round */
+    for (int r = 0; r < FIRST_ROUNDS && rc >= 0; r++)
+        for (int s = 0; s < ns && rc >= 0; s++)
+            for (int a = 0; a < n && rc >= 0; a++) {
+                size_t count = sizes[s] / sizeof(float);
+                long iters = (long)((1u << 20) / sizes[s]);
+                iters = iters < 2 ? 2 : iters > 30 ? 30 : iters;
+                baton_comm_set_algo(c, cands[a]);
+                if (r == 0 && (rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM)) < 0) break; /* warm-up */
+                if ((rc = baton_barrier(c)) < 0) break;
+                uint64_t s0 = baton__now_ns();
+                for (long i = 0; i < iters && rc >= 0; i++) rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM);
+                tm[(r * n + a) * ns + s] = (double)(baton__now_ns() - s0) / 1e9 / (double)iters;
+            }
+    baton_comm_set_algo(c, saved);
+    /* the slowest rank's times, so every rank fits the same numbers */
+    if (rc >= 0) rc = baton_allreduce(c, tm, tmax, (size_t)(FIRST_ROUNDS * n * ns), BATON_F64, BATON_MAX);
+    if (rc < 0) {
+        baton__fail_ctx(rc, "first-use calibration (BATON_TUNING=calibrate): ");
+        goto out;
+    }
+    baton_tuning fresh = {0};
+    for (int a = 0; a < n && rc >= 0; a++)
+        for (int s = 0; s < ns && rc >= 0; s++) {
+            double v[FIRST_ROUNDS];
+            for (int r = 0; r < FIRST_ROUNDS; r++) v[r] = tmax[(r * n + a) * ns + s];
+            for (int i = 1; i < FIRST_ROUNDS; i++) /* insertion sort: the median */
+                for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+                    double x = v[j];
+                    v[j] = v[j - 1], v[j - 1] = x;
+                }
+            rc = baton__tuning_add(&fresh, link, cands[a], c->world, (double)sizes[s], v[FIRST_ROUNDS / 2]);
+        }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    fresh.cpus = cpus > 0 ? (int)cpus : 0;
+    snprintf(fresh.about, sizeof fresh.about, "first use (BATON_TUNING=calibrate), %s, %d ranks, %.2f s", baton__link_name(link),
+             c->world, (double)(baton__now_ns() - t0) / 1e9);
+    if (rc >= 0) rc = baton__tuning_fit(&fresh);
+    if (rc >= 0 && c->rank == 0) cache_merge(&fresh, link, c->world);
+    fresh.npoints = 0;
+    if (rc >= 0) rc = adopt_fits(c, &fresh);
+    if (rc >= 0) {
+        memset(c->tune_cache_bytes, 0, sizeof c->tune_cache_bytes);
+        BATON_INFO("--algo auto: %s", c->tuning->nfits ? "calibrated at first use" : "first-use calibration gave no fits");
+    }
+    baton__tuning_free(&fresh);
+out:
+    free(send), free(recv), free(tm), free(tmax);
+    return rc;
 }

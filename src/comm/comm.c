@@ -632,6 +632,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
                c->rank, c->world, c->node, c->nnodes, c->local_rank, c->local_size, baton_transport_name(c->transport),
                c->job_id, MS(0, 6), MS(0, 1), MS(1, 2), MS(2, 3), MS(3, 4), MS(4, 5), MS(5, 6));
 #undef MS
+    if ((rc = baton__autotune_first_use(c)) < 0) goto fail;
     *out = c;
     return BATON_OK;
 fail:

@@ -123,6 +123,7 @@ struct baton_comm {
 
     /* --algo auto from a calibration (autotune.c); NULL: the fixed rules */
     struct baton_tuning_s *tuning;
+    int tune_first_use;            /* BATON_TUNING=calibrate: calibrate at the end of init if tuning lacks this link */
     size_t tune_cache_bytes[BATON_AUTOTUNE_CACHE];   /* bytes + 1 of a cached choice, 0 = empty */
     unsigned char tune_cache_algo[BATON_AUTOTUNE_CACHE];
 
@@ -140,10 +141,13 @@ struct baton_comm {
 /* autotune.c: BATON_TUNING. init: rank 0 reads the calibration and shares it through the store (collective
  * over the store; call once every rank is connected). choose: the algorithm the calibration predicts
  * fastest for an all-reduce of `bytes` (`fixed`, the fixed rules' choice, unless another is predicted at
- * least 5 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
+ * least 2 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
 void baton__autotune_free(baton_comm *c);
+/* BATON_TUNING=calibrate and no fits for this link and world size: a short calibration (about a second,
+ * collective; call at the end of init), adopted by every rank and added to the cache by rank 0. */
+int baton__autotune_first_use(baton_comm *c);
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);

@@ -3,7 +3,7 @@
  *
  * It holds the measured points (median time of each transport x algorithm x ranks x size) and, fitted to
  * them, piecewise lines time = a + b x bytes per transport, algorithm and ranks: one line per size range,
- * a range growing as long as one line predicts every point in it within 10 % (a relative least-squares
+ * a range growing as long as one line predicts every point in it within 2 % (a relative least-squares
  * fit), so latency-bound, cache-bound and bandwidth-bound sizes get their own lines. It also holds, per
  * transport, the alpha-beta link fitted to the ring points (comm/model.h), which scales a fit to a world
  * size that was not measured.

@@ -1,0 +1,124 @@
+#!/bin/sh
+# bench/plan_floors.sh: issue 9's two floors on one node, in one command, on a quiet machine.
+#  1. `baton plan calibrate` (shm and tcp, 2, 3 and 4 ranks), then fresh `baton bench` measurements of every
+#     algorithm at 1, 4 and 16 MiB on 2 and 4 ranks: predicted within 25 % of measured?
+#  2. `baton bench --algo auto` following that calibration (BATON_TUNING) against the best forced algorithm
+#     at every size from 8 B to 256 MiB (factor 2), 2, 3 and 4 ranks, shm and tcp: auto within 5 % of the best?
+# Every measurement is one `baton run -n K -- baton bench allreduce --algo A,B,.. --rounds R` per transport
+# and world size: each size runs every algorithm in turn, R rounds over, and reports each algorithm's median
+# (a burst of load lands on one round of every algorithm, not on all rounds of one; the same binary, buffers
+# and CPUs for all). Up to 16 MiB every run is -w 2 -n 5 --min-time 0.02 (what `baton plan calibrate`
+# measures with); from 32 MiB -w 0 -n 1 (one iteration is 30 ms to 4 s there). Prints both tables,
+# `within 25 %: N of M`, `auto within 5 %: N of M`, the load average before and after each part and the
+# total time, which must stay under 15 minutes on 2 cores.
+#   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
+#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (3: above),
+#          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp")
+# The simulated cluster (2 nodes x 2 ranks, root): bench/plan_floors_net.sh. On a shared machine wrap it in
+# `flock /tmp/baton-bench.lock`.
+BUILD=${BUILD:-build}
+CAL_ROUNDS=${CAL_ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
+BIG_ROUNDS=${BIG_ROUNDS:-3}
+MAX=${MAX:-256M}
+RANKS_PRED=${RANKS_PRED:-"2 4"}
+RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
+TRANSPORTS=${TRANSPORTS:-"shm tcp"}
+PY=/usr/bin/python3
+start=$(date +%s)
+if [ -n "${1:-}" ]; then
+    O=$1; mkdir -p "$O" || exit 1; T=$(mktemp -d "${TMPDIR:-/tmp}/baton-floors-XXXXXX") || exit 1
+else
+    T=$(mktemp -d "${TMPDIR:-/tmp}/baton-floors-XXXXXX") || exit 1; O=$T
+fi
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM HUP
+make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null || exit 1
+B="$BUILD/baton"
+algos_of() { if [ "$1" = shm ]; then echo direct,ring,rd; else echo ring,rd; fi; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+elapsed() { echo $(($(date +%s) - start)); }
+min() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+maxb=$(numfmt --from=iec "$MAX") || exit 2
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "load before: $(load)"
+
+# bench TR K ALGOS ROUNDS MIN MAX WARMUP ITERS: rows "tr k asked used bytes us" appended to $O/rows
+bench() {
+    timeout 900 "$B" run -n "$2" -- "$B" bench allreduce --csv --transport "$1" --algo "$3" --rounds "$4" \
+        -b "$5" -e "$6" -f 2 -w "$7" -n "$8" --min-time 0.02 2>>"$O/errors" |
+        awk -F, -v tr="$1" -v k="$2" '$1 ~ /^[0-9]+$/ {print tr, k, $10, $5, $1, $6}' >>"$O/rows" ||
+        echo "bench $1 $2 $3 failed" >&2
+}
+
+# ---- 1. calibrate, then measure against the predictions -----------------------------------------------
+ranks_cal=$(echo $RANKS_PRED $RANKS_AUTO | tr ' ' '\n' | sort -un | paste -sd, -)
+"$B" plan calibrate --ranks "$ranks_cal" --transports "$(echo $TRANSPORTS | tr ' ' ,)" --rounds "$CAL_ROUNDS" \
+    --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | sed -n 1,3p || { cat "$O/calibrate.log"; exit 1; }
+[ -s "$O/cal.json" ] || { cat "$O/calibrate.log"; exit 1; }
+echo "calibrated at $(elapsed) s, load $(load)"
+: >"$O/rows"
+for tr in $TRANSPORTS; do
+    for k in $RANKS_PRED; do bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5; done
+done
+mv "$O/rows" "$O/pred_rows"
+echo "prediction check measured at $(elapsed) s, load $(load)"
+
+# ---- 2. auto against every forced algorithm -------------------------------------------------------------
+export BATON_TUNING="$O/cal.json"
+for tr in $TRANSPORTS; do
+    for k in $RANKS_AUTO; do
+        bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
+        [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
+        [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 0 1
+    done
+done
+unset BATON_TUNING
+mv "$O/rows" "$O/auto_rows"
+echo "auto check measured at $(elapsed) s, load after: $(load)"
+
+"$PY" - "$O/pred_rows" "$O/auto_rows" "$O/cal.json" "$B" <<'PYEOF'
+import json, subprocess, sys
+pred_rows, auto_rows, cal, baton = sys.argv[1:5]
+def rows(path):
+    out = {}
+    for line in open(path):
+        tr, k, asked, used, b, us = line.split()
+        out[(tr, int(k), int(b), asked)] = (float(us), used)
+    return out
+p = rows(pred_rows)
+print("\nprediction (baton plan allreduce --calibrated) against baton bench, median of the rounds")
+print("%-4s %5s %-7s %10s %14s %14s %8s" % ("link", "ranks", "algo", "bytes", "predicted_us", "measured_us", "error"))
+ok = total = 0
+for (tr, k, b, a), (us, used) in sorted(p.items()):
+    out = subprocess.run([baton, "plan", "allreduce", "--calibrated", cal, "--link", tr, "--ranks", str(k), "--bytes", str(b),
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    pred = [x["predicted_us"] for x in json.loads(out)["algos"] if x["algo"] == a][0]
+    err = (pred - us) / us
+    total += 1
+    ok += abs(err) <= 0.25
+    print("%-4s %5d %-7s %10d %14.1f %14.1f %+7.1f%%%s" % (tr, k, a, b, pred, us, 100 * err, "" if abs(err) <= 0.25 else "  MISSED"))
+print("within 25 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+
+q = rows(auto_rows)
+cells = {}
+for (tr, k, b, a), v in q.items():
+    cells.setdefault((tr, k, b), {})[a] = v
+print("\n--algo auto against the best forced algorithm, median of the rounds")
+print("%-4s %5s %10s %12s %12s %-7s %-7s %9s" % ("link", "ranks", "bytes", "auto_us", "best_us", "best", "auto", "auto/best"))
+ok = total = 0
+for key in sorted(cells):
+    c = cells[key]
+    if "auto" not in c: continue
+    forced = {a: v[0] for a, v in c.items() if a != "auto"}
+    if not forced: continue
+    best = min(forced, key=forced.get)
+    ratio = c["auto"][0] / forced[best]
+    total += 1
+    ok += ratio <= 1.05
+    print("%-4s %5d %10d %12.2f %12.2f %-7s %-7s %9.3f%s" % (key[0], key[1], key[2], c["auto"][0], forced[best], best,
+          c["auto"][1], ratio, "" if ratio <= 1.05 else "  MISSED"))
+print("auto within 5 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+PYEOF
+[ -s "$O/errors" ] && { echo "stderr of the benches ($O/errors):"; head -5 "$O/errors"; }
+echo "total time: $(elapsed) s"

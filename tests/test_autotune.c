@@ -1,0 +1,173 @@
+/* test_autotune.c: `baton bench --algo A,B --rounds R` (every algorithm interleaved in one run, medians),
+ * and BATON_TUNING=calibrate (a calibration made at first use and cached) (issue 9). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm/tuning.h"
+#include "harness.h"
+
+/* Runs CMD (stderr too), fails the test on a non-zero exit; returns the output. */
+static char *must_run(const char *cmd, double timeout_s) {
+    char *o = NULL;
+    int rc = th_run(cmd, timeout_s, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "%s: rc %d: %s", cmd, rc, o ? o : "");
+    return o;
+}
+
+/* `ENV baton run -n 2 -- baton bench allreduce ARGS`, which must succeed; its output (stderr too). */
+static char *bench2(const char *env, const char *args, double timeout_s) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s run -n 2 -- %s bench allreduce %s 2>&1", env, th_baton(), th_baton(), args);
+    return must_run(cmd, timeout_s);
+}
+
+/* Counts the CSV rows of `baton bench` output whose size is `bytes`, whose asked column is `asked`, whose
+ * used algorithm starts with `used` (NULL: any) and whose wrong column is 0; -1 if a row has wrong != 0. */
+static int rows(const char *out, long bytes, const char *asked, const char *used) {
+    int n = 0;
+    const char *line = out;
+    while (line && *line) {
+        const char *nl = strchr(line, '\n');
+        char buf[512];
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len >= sizeof buf) len = sizeof buf - 1;
+        memcpy(buf, line, len);
+        buf[len] = 0;
+        long b;
+        char algo[32], wrong[32], ask[32];
+        double us;
+        if (sscanf(buf, "%ld,%*[^,],%*[^,],%*[^,],%31[^,],%lf,%*[^,],%*[^,],%31[^,],%31s", &b, algo, &us, wrong, ask) == 5 &&
+            b == bytes && !strcmp(ask, asked)) {
+            if (strcmp(wrong, "0") != 0) return -1;
+            if (us <= 0) return -1;
+            if (!used || !strncmp(algo, used, strlen(used))) n++;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
+    char cmd[2048];
+    char *o = bench2("BATON_TUNING=off",
+                     "--csv -b 8 -e 64K -f 64 -c 1 -w 1 -n 2 --min-time 0 --transport shm --algo auto,ring,rd --rounds 3", 90);
+    ASSERT_CONTAINS(o, "size,count,type,op,algo,time_us,algbw_GBps,busbw_GBps,wrong,asked\n");
+    const long sizes[] = {8, 512, 32768};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ_INT(rows(o, sizes[i], "auto", "direct"), 1); /* the fixed rule on shared memory */
+        ASSERT_EQ_INT(rows(o, sizes[i], "ring", "ring"), 1);
+        ASSERT_EQ_INT(rows(o, sizes[i], "rd", "rd"), 1);
+    }
+    free(o);
+    /* one algorithm: the CSV keeps its usual columns */
+    o = bench2("", "--csv -b 8 -e 8 -w 1 -n 1 --min-time 0 --rounds 2", 60);
+    ASSERT_CONTAINS(o, "busbw_GBps,wrong\n");
+    ASSERT_TRUE(strstr(o, "asked") == NULL);
+    free(o);
+    /* bad lists and rounds: one line naming the flag, exit 2, before joining any job */
+    const char *bad[][2] = {{"--algo ring,ring", "--algo"}, {"--algo ring,warp", "--algo"}, {"--algo ,", "--algo"},
+                            {"--algo auto,ring,rd,direct,hier", "--algo"}, {"--rounds 0", "--rounds"},
+                            {"--rounds 100", "--rounds"}, {"--rounds x", "--rounds"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *e = NULL;
+        snprintf(cmd, sizeof cmd, "%s bench allreduce %s 2>&1", th_baton(), bad[i][0]);
+        ASSERT_EQ_INT(th_run(cmd, 30, &e, NULL), 2);
+        ASSERT_CONTAINS(e, bad[i][1]);
+        free(e);
+    }
+}
+
+/* When all three timed runs of a size come up short of --min-time (the pace sped up between them), the time
+ * is the last run's over its own iteration count. The test knob is a fake clock: runs 1, 2, 3 count 10 ms,
+ * 1 ms and 100 us per iteration: 1 iteration (10 ms, short), 3 (3 ms, short), 22 (2.2 ms, short), so
+ * 100 us per iteration. Before the fix the row said 10 us: 2.2 ms over the 220 iterations planned for a
+ * fourth run that never happens. */
+TEST_T(bench_time_is_per_iteration_of_the_run_measured, 60) {
+    char *o = bench2("BATON_TEST_BENCH_PACE_US=10000,1000,100", "--csv -b 8 -e 8 -w 0 -n 1 --min-time 0.02 --transport shm", 50);
+    const char *row = strstr(o, "\n8,");
+    ASSERT_TRUE(row != NULL);
+    double us = 0;
+    ASSERT_EQ_INT(sscanf(row + 1, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lf", &us), 1);
+    if (fabs(us - 100) > 0.01) th_fail(__FILE__, __LINE__, "time_us %.3f, expected 100: %s", us, o);
+    free(o);
+}
+
+/* The cached calibration a job with XDG_RUNTIME_DIR=dir reads and writes. */
+static char *cache_text(const char *dir) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/baton/tuning.json", dir);
+    return th_slurp(path, NULL);
+}
+
+TEST_T(first_use_calibrates_once_and_caches_privately, 240) {
+    char dir[600], cmd[2048];
+    snprintf(dir, sizeof dir, "%s/xdg", th_tmpdir());
+    ASSERT_EQ_INT(mkdir(dir, 0700), 0);
+    /* a symlink planted at the cache's name is replaced, never written through */
+    char victim[700], link[700];
+    snprintf(victim, sizeof victim, "%s/victim", th_tmpdir());
+    snprintf(link, sizeof link, "%s/baton", dir);
+    ASSERT_EQ_INT(mkdir(link, 0700), 0);
+    snprintf(link, sizeof link, "%s/baton/tuning.json", dir);
+    FILE *f = fopen(victim, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("not a calibration", f);
+    fclose(f);
+    ASSERT_EQ_INT(symlink(victim, link), 0);
+    /* first use: no calibration for shm with 2 ranks, so it makes one; auto follows it, every element checked */
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s BATON_TUNING=calibrate %s run -n 2 -- %s bench allreduce --csv -b 8 -e 4096 -f 8 -c 1 "
+             "-w 1 -n 1 --min-time 0 --transport shm 2>&1",
+             dir, th_baton(), th_baton());
+    char *o = must_run(cmd, 120);
+    free(o);
+    char *v = th_slurp(victim, NULL);
+    ASSERT_STR_EQ(v, "not a calibration");
+    free(v);
+    struct stat st;
+    ASSERT_EQ_INT(lstat(link, &st), 0);
+    ASSERT_TRUE(S_ISREG(st.st_mode));
+    ASSERT_EQ_INT((int)(st.st_mode & 0777), 0600);
+    baton_tuning t;
+    ASSERT_OK(baton__tuning_load(link, &t));
+    double s;
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 1024, &s));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_RING, 2, 1 << 20, &s));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_RD, 2, 4, &s));
+    ASSERT_TRUE(t.npoints >= 3 * 10);
+    ASSERT_CONTAINS(t.about, "first use");
+    baton__tuning_free(&t);
+    /* second use: covered, so the cache is left as it is */
+    char *before = cache_text(dir);
+    o = must_run(cmd, 120);
+    free(o);
+    char *after = cache_text(dir);
+    ASSERT_STR_EQ(before, after);
+    free(after);
+    /* tcp with 2 ranks is not covered: added, the shm points kept */
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s BATON_TUNING=calibrate %s run -n 2 -- %s bench allreduce --csv -b 8 -e 8 -c 1 -w 1 -n 1 "
+             "--min-time 0 --transport tcp 2>&1",
+             dir, th_baton(), th_baton());
+    o = must_run(cmd, 120);
+    free(o);
+    ASSERT_OK(baton__tuning_load(link, &t));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_SHM, BATON_ALGO_DIRECT, 2, 1024, &s));
+    ASSERT_OK(baton__tuning_predict(&t, BATON_LINK_TCP, BATON_ALGO_RING, 2, 1024, &s));
+    baton__tuning_free(&t);
+    free(before);
+    /* without the knob nothing is measured or written: the cache stays, and a job without one makes none */
+    char dir2[600];
+    snprintf(dir2, sizeof dir2, "%s/xdg2", th_tmpdir());
+    ASSERT_EQ_INT(mkdir(dir2, 0700), 0);
+    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s %s run -n 2 -- %s bench allreduce -b 8 -e 8 -w 1 -n 1 --min-time 0 2>&1", dir2,
+             th_baton(), th_baton());
+    o = must_run(cmd, 60);
+    free(o);
+    snprintf(link, sizeof link, "%s/baton/tuning.json", dir2);
+    ASSERT_TRUE(access(link, F_OK) != 0);
+}
