@@ -2,6 +2,8 @@
  * rank, or -m ROWS) on each backend of src/nn/gemm.c: OpenBLAS sgemm, oneDNN sgemm, oneDNN bf16 matmul.
  * Every shape and layout the forward and backward of one block and the head run, plus the per-head attention
  * products; the total is weighted by how often a training step runs each. Threads: -t (default 1).
+ * bf16 runs through a tape (baton__gemm), as in training: its scratch buffers are reused, so a call pays for
+ * rounding both operands but not for allocating them (baton_gemm without a tape mallocs two buffers per call).
  *   bench/gemm_bench.sh        (builds this, runs it under each OPENBLAS_CORETYPE setting) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <time.h>
 
 #include "baton/nn.h"
+#include "nn/nn_impl.h"
 
 static double now(void) {
     struct timespec ts;
@@ -20,6 +23,14 @@ typedef struct {
     const char *what;
     int ta, tb, m, n, k, per_step;   /* per_step: calls per training step */
 } shape;
+
+static baton_tape *tape;   /* for the bf16 backend */
+
+static void mm(int bk, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *c,
+               int ldc) {
+    if (bk == BATON_GEMM_ONEDNN_BF16) baton__gemm(tape, ta, tb, m, n, k, a, lda, b, ldb, -1, 0, 0.0f, c, ldc);
+    else baton_gemm(bk, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc);
+}
 
 int main(int argc, char **argv) {
     int rows = 16 * 256, c = 384, t = 256, d = 64, heads = 6, layers = 6, threads = 1;
@@ -55,6 +66,8 @@ int main(int argc, char **argv) {
     int ns = (int)(sizeof sh / sizeof sh[0]);
     const char *names[] = {"openblas", "onednn_f32", "onednn_bf16"};
     int nb = baton_gemm_bf16_available() ? 3 : 2;
+    tape = baton_tape_new(NULL, 1);
+    if (!tape || (nb == 3 && baton_tape_set_gemm(tape, BATON_GEMM_ONEDNN_BF16) != BATON_OK)) return 1;
     size_t cap = (size_t)rows * 4 * c > (size_t)1536 * 1536 ? (size_t)rows * 4 * c : (size_t)1536 * 1536;
     float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *out = malloc(cap * sizeof *out);
     if (!a || !b || !out) return 1;
@@ -77,11 +90,11 @@ int main(int argc, char **argv) {
         printf("%-12s %5d %5d %5d %2d%2d", x->what, x->m, x->n, x->k, x->ta, x->tb);
         for (int bk = 0; bk < nb; bk++) {
             int lda = x->ta ? x->m : x->k, ldb = x->tb ? x->k : x->n;
-            baton_gemm(bk, x->ta, x->tb, x->m, x->n, x->k, a, lda, b, ldb, 0.0f, out, x->n);   /* warm-up */
+            mm(bk, x->ta, x->tb, x->m, x->n, x->k, a, lda, b, ldb, out, x->n);   /* warm-up */
             int reps = 0;
             double t0 = now(), el;
             do {
-                baton_gemm(bk, x->ta, x->tb, x->m, x->n, x->k, a, lda, b, ldb, 0.0f, out, x->n);
+                mm(bk, x->ta, x->tb, x->m, x->n, x->k, a, lda, b, ldb, out, x->n);
                 reps++;
             } while ((el = now() - t0) < min_s);
             double per = el / reps;
@@ -96,10 +109,10 @@ int main(int argc, char **argv) {
     for (int bk = 0; bk < nb; bk++) {
         int reps = 0;
         double t0 = now(), el;
-        baton_gemm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, 0.0f, out, sq);
+        mm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, out, sq);
         t0 = now();
         do {
-            baton_gemm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, 0.0f, out, sq);
+            mm(bk, 0, 0, sq, sq, sq, a, sq, b, sq, out, sq);
             reps++;
         } while ((el = now() - t0) < min_s);
         printf(" %12.1f", 2.0 * sq * sq * sq * reps / el * 1e-9);
@@ -108,6 +121,7 @@ int main(int argc, char **argv) {
     printf("%-12s %23s", "step total", "");
     for (int bk = 0; bk < nb; bk++) printf(" %12.1f", step_flop / step_s[bk] * 1e-9);
     printf("   (weighted by calls per step: %.1f GFLOP)\n", step_flop * 1e-9);
+    baton_tape_free(tape);
     free(a);
     free(b);
     free(out);

@@ -233,6 +233,9 @@ TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
     baton_tape_backward(t, loss, 1.0f);
     /* weights used as gemm operands: 4 matrices per block and the tied head, once each for forward+backward */
     ASSERT_EQ_U64(baton_tape_bf16_conversions(t), 4 * 2 + 1);
+    /* and every other operand once per step: each of the 9 products' input (forward, reused by the weight
+     * gradient) and output gradient (reused by the input gradient), not once per product (4 each) */
+    ASSERT_EQ_U64(t->kept_conversions, 2 * (4 * 2 + 1));
     float l1 = loss->data[0];
     /* the same weights again: same loss; change the head (tied embedding): a new forward sees the change */
     baton_tape_reset(t, 0);

@@ -3,9 +3,12 @@
  * with f32 accumulation and an f32 result (mixed precision: the master weights and every other tensor stay
  * f32). Row-major throughout: c (M,N) = beta*c + op(a) @ op(b), op(x) = x or x^T.
  *
- * bf16: each operand is rounded to bf16 (nearest even) into a compact scratch buffer, except a weight (a
- * parameter as operand b), whose bf16 copy the tape converts once per forward (at its first use after
- * baton_tape_reset, i.e. after the optimizer step) and reuses in the backward. oneDNN primitives are created
+ * bf16: each operand is rounded to bf16 (nearest even) into a compact copy in its stored orientation (a
+ * transpose is passed to oneDNN as strides). A weight (a parameter as operand b) is converted once per forward
+ * (at its first use after baton_tape_reset, i.e. after the optimizer step) and the copy reused in the backward;
+ * an operand the op marks as kept (BATON__KEEP_A/B: a layer's input, converted in the forward, is the weight
+ * gradient's second operand; the output gradient is the first operand of both backward products) is converted
+ * once per step into the tape's arena and reused; the rest go through a per-tape scratch buffer. oneDNN primitives are created
  * once per shape (transposes, M, N, K, ldc, beta = 0 or not) and cached process-wide. oneDNN itself is
  * loaded on first use (libs.c): a process that never asks for it never maps it. */
 #include <pthread.h>
@@ -63,23 +66,6 @@ void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
     }
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BATON__PAR_MIN)
     for (int i = 0; i < rows; i++) row_bf16(dst + (size_t)i * cols, src + (size_t)i * ld, cols);
-}
-
-/* dst (cols, rows) compact = src (rows, cols; ld)^T, in bf16: 32 x 32 tiles, each row of a tile converted as
- * a vector into a small buffer, then written transposed; tiles of columns split over the threads */
-static void to_bf16_transposed(uint16_t *dst, const float *src, int rows, int cols, int ld) {
-    enum { BLK = 32 };
-#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BATON__PAR_MIN)
-    for (int j0 = 0; j0 < cols; j0 += BLK) {
-        uint16_t tile[BLK][BLK];
-        int j1 = j0 + BLK < cols ? j0 + BLK : cols;
-        for (int i0 = 0; i0 < rows; i0 += BLK) {
-            int i1 = i0 + BLK < rows ? i0 + BLK : rows;
-            for (int i = i0; i < i1; i++) row_bf16(tile[i - i0], src + (size_t)i * ld + j0, j1 - j0);
-            for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(size_t)j * rows + i] = tile[i - i0][j - j0];
-        }
-    }
 }
 
 float baton__bf16_round(float f) {
@@ -241,34 +227,73 @@ static const uint16_t *weight_bf16(baton_tape *t, int p) {
     return t->wbf[p];
 }
 
+/* ---- activations and gradients kept for the step ------------------------------------------------------------ */
+struct baton__kept_bf16 {
+    const float *src;
+    int rows, cols, ld;   /* the stored matrix */
+    uint16_t *bf;         /* its compact bf16 copy, in the tape's arena */
+};
+enum { KEPT_MAX = 256 };   /* a 6-layer GPT keeps 50 per step; past the cap, operands are converted per product */
+
+/* The compact bf16 copy of the stored matrix src (rows, cols; ld): a kept one (converted by an earlier product of
+ * this step, or now into the arena), or a fresh conversion into scratch buffer `which`. */
+static const uint16_t *operand_bf16(baton_tape *t, const float *src, int rows, int cols, int ld, int keep, int which) {
+    size_t n = (size_t)rows * cols;
+    if (!t) {
+        uint16_t *d = malloc(n * sizeof *d);
+        BATON_ASSERT(d);
+        baton__to_bf16(d, src, rows, cols, ld);
+        return d;
+    }
+    if (keep && !t->kept) {
+        t->kept = calloc(KEPT_MAX, sizeof *t->kept);
+        if (!t->kept) {
+            fprintf(stderr, "baton: out of memory for the bf16 operand table\n");
+            abort();
+        }
+    }
+    if (t->kept_stamp != t->stamp) {   /* the tape was reset: the arena and its copies are gone */
+        t->n_kept = 0;
+        t->kept_stamp = t->stamp;
+    }
+    if (keep) {
+        for (int i = t->n_kept - 1; i >= 0; i--) {
+            struct baton__kept_bf16 *e = &t->kept[i];
+            if (e->src == src && e->rows == rows && e->cols == cols && e->ld == ld) return e->bf;
+        }
+    }
+    uint16_t *d;
+    if (keep && t->n_kept < KEPT_MAX) {
+        d = baton__arena_alloc(t, n * sizeof *d);
+        t->kept[t->n_kept++] = (struct baton__kept_bf16){.src = src, .rows = rows, .cols = cols, .ld = ld, .bf = d};
+    } else {
+        d = scratch_get(t, which, n);
+    }
+    baton__to_bf16(d, src, rows, cols, ld);
+    t->kept_conversions++;
+    return d;
+}
+
 /* ---- the entry points ------------------------------------------------------------------------------------- */
 static void run(int backend, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                float beta, float *c, int ldc, baton_tape *t, int b_param) {
+                float beta, float *c, int ldc, baton_tape *t, int b_param, int keep) {
     if (m == 0 || n == 0) return;
     if (backend == BATON_GEMM_ONEDNN_BF16 && k > 0 && dnnl_ready() && g_dnnl.bf16) {
-        /* compact bf16 copies: a always as (m,k) (oneDNN's matmul is much slower on a transposed source), b in
-         * its stored orientation, (k,n) or (n,k) */
-        int br = tb ? n : k, bc = tb ? k : n;
-        uint16_t *ab = t ? scratch_get(t, 0, (size_t)m * k) : malloc((size_t)m * k * sizeof *ab);
-        BATON_ASSERT(ab);
-        if (ta) to_bf16_transposed(ab, a, k, m, lda);
-        else baton__to_bf16(ab, a, m, k, lda);
-        const uint16_t *bb;
-        uint16_t *bown = NULL;
-        int bld = bc;
+        /* compact bf16 copies of each operand in its stored orientation, (m,k) or (k,m) for a, (k,n) or (n,k)
+         * for b; oneDNN's matmul takes the transposes as strides (its brgemm kernels ran the GPT's transposed
+         * first operands, K = 4096, within 5 % of untransposed ones: docs/gpt.md) */
+        const uint16_t *ab = operand_bf16(t, a, ta ? k : m, ta ? m : k, lda, keep & BATON__KEEP_A, 0), *bb;
+        int alda = ta ? m : k, bld = tb ? k : n;
         if (t && t->params && b_param >= 0) {
             bb = weight_bf16(t, b_param);
             bld = ldb;   /* the whole parameter, row length ldb */
         } else {
-            bown = t ? scratch_get(t, 1, (size_t)br * bc) : malloc((size_t)br * bc * sizeof *bown);
-            BATON_ASSERT(bown);
-            baton__to_bf16(bown, b, br, bc, ldb);
-            bb = bown;
+            bb = operand_bf16(t, b, tb ? n : k, tb ? k : n, ldb, keep & BATON__KEEP_B, 1);
         }
-        bf16_matmul(0, tb, m, n, k, ab, k, bb, bld, beta, c, ldc);
+        bf16_matmul(ta, tb, m, n, k, ab, alda, bb, bld, beta, c, ldc);
         if (!t) {
-            free(ab);
-            free(bown);
+            free((void *)ab);
+            free((void *)bb);
         }
         return;
     }
@@ -280,13 +305,13 @@ static void run(int backend, int ta, int tb, int m, int n, int k, const float *a
 }
 
 void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                 int b_param, float beta, float *c, int ldc) {
-    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, t, b_param);
+                 int b_param, int keep, float beta, float *c, int ldc) {
+    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, t, b_param, keep);
 }
 
 void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k, const float *a, int lda,
                 const float *b, int ldb, float beta, float *c, int ldc) {
-    run(backend, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, -1);
+    run(backend, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, -1, 0);
 }
 
 int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend) {
@@ -314,4 +339,5 @@ void baton__tape_gemm_free(baton_tape *t) {
     free(t->wbf_stamp);
     free(t->bf16_scratch[0]);
     free(t->bf16_scratch[1]);
+    free(t->kept);
 }

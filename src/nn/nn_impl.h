@@ -79,6 +79,10 @@ struct baton_tape {
     size_t wbf_conversions;  /* weight conversions so far (tests: once per forward) */
     uint16_t *bf16_scratch[2];
     size_t bf16_scratch_cap[2];
+    struct baton__kept_bf16 *kept;   /* bf16 copies of activations and gradients kept for this step (gemm.c) */
+    int n_kept;
+    unsigned kept_stamp;             /* the stamp the kept copies belong to */
+    size_t kept_conversions;         /* operand conversions so far (tests) */
 };
 
 void *baton__arena_alloc(baton_tape *t, size_t bytes);       /* aborts on out-of-memory */
@@ -108,9 +112,13 @@ void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, 
                   float beta, float *c, int ldc);
 
 /* Backend-selected gemm of the transformer ops (gemm.c), same convention as baton__sgemm; b_param is the
- * parameter index of b (a weight whose bf16 copy is cached per forward) or -1. */
+ * parameter index of b (a weight whose bf16 copy is cached per forward) or -1. keep: BATON__KEEP_A and/or
+ * BATON__KEEP_B for an operand that is a tape tensor's data or gradient and does not change until the tape's
+ * next reset (an activation, or a gradient whose node's backward is running): under bf16 its rounded copy is
+ * kept in the arena and the other product of the same step that uses it reuses the copy. */
+enum { BATON__KEEP_A = 1, BATON__KEEP_B = 2 };
 void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                 int b_param, float beta, float *c, int ldc);
+                 int b_param, int keep, float beta, float *c, int ldc);
 void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld);   /* round to nearest even */
 float baton__bf16_round(float f);
 void baton__gemm_threads(int threads);       /* oneDNN's OpenMP threads */

@@ -46,7 +46,8 @@ baton_tensor *baton_matmul(baton_tape *t, baton_tensor *x, baton_tensor *w, int 
     int m = x->shape[0], k = x->shape[1], n = trans_w ? w->shape[0] : w->shape[1];
     BATON_ASSERT((trans_w ? w->shape[1] : w->shape[0]) == k);
     baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w));
-    baton__gemm(t, 0, trans_w, m, n, k, x->data, k, w->data, trans_w ? k : n, w->base->param, 0.0f, y->data, n);
+    baton__gemm(t, 0, trans_w, m, n, k, x->data, k, w->data, trans_w ? k : n, w->base->param, BATON__KEEP_A, 0.0f,
+                y->data, n);
     baton_node *nd = baton__tape_push(t, BATON__OP_MATMUL);
     nd->in[0] = x;
     nd->in[1] = w;
@@ -59,12 +60,15 @@ void baton__bwd_MATMUL(baton_tape *t, baton_node *nd) {
     baton_tensor *x = nd->in[0], *w = nd->in[1], *y = nd->out;
     int m = x->shape[0], k = x->shape[1], n = y->shape[1], tw = nd->iarg[0];
     if (baton__needs_grad(x))   /* dx (M,K) = dy (M,N) @ w (N,K) | w^T */
-        baton__gemm(t, 0, !tw, m, k, n, y->grad, n, w->data, tw ? k : n, w->base->param, baton__grad_begin(x), x->grad, k);
+        baton__gemm(t, 0, !tw, m, k, n, y->grad, n, w->data, tw ? k : n, w->base->param, BATON__KEEP_A,
+                    baton__grad_begin(x), x->grad, k);
     if (baton__needs_grad(w)) {
         if (tw)   /* dw (N,K) = dy^T @ x */
-            baton__gemm(t, 1, 0, n, k, m, y->grad, n, x->data, k, -1, baton__grad_begin(w), w->grad, k);
+            baton__gemm(t, 1, 0, n, k, m, y->grad, n, x->data, k, -1, BATON__KEEP_A | BATON__KEEP_B,
+                        baton__grad_begin(w), w->grad, k);
         else      /* dw (K,N) = x^T @ dy */
-            baton__gemm(t, 1, 0, k, n, m, x->data, k, y->grad, n, -1, baton__grad_begin(w), w->grad, n);
+            baton__gemm(t, 1, 0, k, n, m, x->data, k, y->grad, n, -1, BATON__KEEP_A | BATON__KEEP_B,
+                        baton__grad_begin(w), w->grad, n);
     }
 }
 
@@ -154,7 +158,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     int m = x->shape[0], k = x->shape[1], n = w->shape[0];
     if (b) BATON_ASSERT(b->n == (size_t)n);
     baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w) || baton__needs_grad(b));
-    baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, 0.0f, y->data, n);
+    baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
     float *pre = NULL;
     if (act == BATON_ACT_GELU && y->grad) pre = baton__arena_alloc(t, y->n * sizeof(float));
 #pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
@@ -191,10 +195,12 @@ void baton__bwd_LINEAR(baton_tape *t, baton_node *nd) {
     int m = x->shape[0], k = x->shape[1], n = w->shape[0];
     float *g = y->grad;   /* final here (all consumers ran), so the activation mask is applied in place */
     act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n);
-    if (baton__needs_grad(w)) baton__gemm(t, 1, 0, n, k, m, g, n, x->data, k, -1, baton__grad_begin(w), w->grad, k);
+    if (baton__needs_grad(w))
+        baton__gemm(t, 1, 0, n, k, m, g, n, x->data, k, -1, BATON__KEEP_A | BATON__KEEP_B, baton__grad_begin(w), w->grad,
+                    k);
     if (baton__needs_grad(b)) baton__colsum(b->grad, g, m, n, baton__grad_begin(b));
     if (baton__needs_grad(x))
-        baton__gemm(t, 0, 0, m, k, n, g, n, w->data, k, w->base->param, baton__grad_begin(x), x->grad, k);
+        baton__gemm(t, 0, 0, m, k, n, g, n, w->data, k, w->base->param, BATON__KEEP_A, baton__grad_begin(x), x->grad, k);
 }
 
 /* ---- softmax cross-entropy: logits (M,C), labels (M) -> mean loss (1) --------------------------------- */
