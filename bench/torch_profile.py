@@ -8,7 +8,7 @@ baton.torch.DistributedOptimizer; alone: every rank trains its own copy with no 
 ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line of per-step medians (ms):
   step       wall time of one iteration (zero_grad + forward + backward + step)
   zero, fwd, bwd, opt   wall time of each phase (opt: optimizer.step(), with hvd's wait for the buckets)
-  cpu_main   CPU time of the training thread; cpu_other: of every other thread of the process (baton's
+  cpu_main   CPU time of the training thread (cpu_zero, cpu_fwd, cpu_bwd, cpu_opt: of each phase); cpu_other: of every other thread of the process (baton's
              comm thread, gloo's worker threads, the baton backend's completion thread)
   hvd:   hooks (time inside the gradient hooks, starting buckets included), sync (the wait in step() for
          the all-reduces), inner (the wrapped optimizer's own step), starts_ms (when in backward each bucket
@@ -138,11 +138,11 @@ for i in range(args.warmup + args.steps):
     c0, p0 = time.thread_time(), time.process_time()
     t0 = now()
     opt.zero_grad()
-    t1 = now()
+    t1, ca = now(), time.thread_time()
     loss = loss_fn(net(x), y)
-    t2 = now()
+    t2, cb = now(), time.thread_time()
     loss.backward()
-    t3 = now()
+    t3, cc = now(), time.thread_time()
     opt.step()
     t4 = now()
     c1, p1 = time.thread_time(), time.process_time()
@@ -151,7 +151,8 @@ for i in range(args.warmup + args.steps):
     if i >= args.warmup:
         ms = 1e3
         rows.append({"step": (t4 - t0) * ms, "zero": (t1 - t0) * ms, "fwd": (t2 - t1) * ms, "bwd": (t3 - t2) * ms,
-                     "opt": (t4 - t3) * ms, "cpu_main": (c1 - c0) * ms, "cpu_other": ((p1 - p0) - (c1 - c0)) * ms,
+                     "opt": (t4 - t3) * ms, "cpu_main": (c1 - c0) * ms,
+                     "cpu_zero": (ca - c0) * ms, "cpu_fwd": (cb - ca) * ms, "cpu_bwd": (cc - cb) * ms, "cpu_opt": (c1 - cc) * ms, "cpu_other": ((p1 - p0) - (c1 - c0)) * ms,
                      "hooks": marks["hooks"] * ms, "sync": marks["sync"] * ms, "inner": marks["inner"] * ms,
                      "pg_ms": marks["pg"] * ms, "pg_calls": marks["pg_calls"],
                      "starts_ms": [(s - t2) * ms for s in marks["starts"]],
@@ -169,7 +170,7 @@ def med_list(key):
 
 
 out = {"mode": args.mode, "rank": rank, "steps": len(rows)}
-for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_other"):
+for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_zero", "cpu_fwd", "cpu_bwd", "cpu_opt", "cpu_other"):
     out[k] = med(k)
 if args.mode == "hvd":
     out.update(hooks=med("hooks"), sync=med("sync"), inner=med("inner"), starts_ms=med_list("starts_ms"))
