@@ -10,6 +10,8 @@ ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line o
   zero, fwd, bwd, opt   wall time of each phase (opt: optimizer.step(), with hvd's wait for the buckets)
   cpu_main   CPU time of the training thread (cpu_zero, cpu_fwd, cpu_bwd, cpu_opt: of each phase); cpu_other: of every other thread of the process (baton's
              comm thread, gloo's worker threads, the baton backend's completion thread)
+  faults     minor page faults of the process per step (memory the allocator returned to the kernel and
+             touched again)
   hvd:   hooks (time inside the gradient hooks, starting buckets included), sync (the wait in step() for
          the all-reduces), inner (the wrapped optimizer's own step), starts_ms (when in backward each bucket
          started, ms after backward began; bwd is when backward ended)
@@ -22,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -148,6 +151,7 @@ for i in range(args.warmup + args.steps):
     c1, p1 = time.thread_time(), time.process_time()
     if i == args.warmup - 1:
         cpu_at_start = thread_cpu()
+        faults_at_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     if i >= args.warmup:
         ms = 1e3
         rows.append({"step": (t4 - t0) * ms, "zero": (t1 - t0) * ms, "fwd": (t2 - t1) * ms, "bwd": (t3 - t2) * ms,
@@ -183,6 +187,7 @@ if args.mode in ("gloo", "baton"):
                   if k in d}
     out["ddp_buckets"] = d.get("bucket_sizes")
 out["threads_ms"] = thread_cpu(cpu_at_start)
+out["faults"] = round((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_at_start) / args.steps, 1)
 out["samples_per_sec"] = round(args.batch * world / (out["step"] / 1e3))
 if rank == 0:
     print(json.dumps(out), flush=True)
