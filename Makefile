@@ -86,6 +86,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libbaton.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libbaton.a $(EXE_LDLIBS)
 
+# test_observe also checks the trainer's diagnosis directly (tools/train_metrics.c, no process started).
+$(BUILD)/tests/test_observe: $(BUILD)/obj/tests/test_observe.o $(HARNESS) $(BUILD)/obj/tools/train_metrics.o $(BUILD)/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/obj/tools/train_metrics.o $(BUILD)/libbaton.a $(EXE_LDLIBS)
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/baton run -n 2 -- $(BUILD)/baton train --model mlp --data fashion-mnist --epochs 5

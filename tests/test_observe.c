@@ -4,11 +4,13 @@
  * loader training byte-identical weights to the synchronous one on 1 and 2 ranks, and bad --metrics values.
  * Every run is small (synthetic data, one thread per rank) under a hard timeout. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../tools/train_metrics.h"
 #include "baton/comm.h"
 #include "harness.h"
 
@@ -42,6 +44,14 @@ static cJSON *json_line(const char *out) {
     free(line);
     if (!j) th_fail(__FILE__, __LINE__, "bad --json line in: %s", out);
     return j;
+}
+
+/* A run that must succeed: its --json line (the output, for messages, in *out). */
+static cJSON *train_json(int ranks, const char *env, const char *args, char **out) {
+    int rc = train(ranks, env, args, out);
+    if (rc) fprintf(stderr, "%s\n", *out);
+    ASSERT_EQ_INT(rc, 0);
+    return json_line(*out);
 }
 
 static double num(const cJSON *j, const char *key) {
@@ -140,6 +150,63 @@ TEST(coll_waits_from_durations) {
     ASSERT_TRUE(wait[1] == 42 && wait[3] == 42 && wait[5] == 42);   /* the stride is respected */
 }
 
+/* Synthetic records of 2 ranks x 40 steps for tm_diagnose: every step, rank r has `work` ms of data + compute
+ * (spread over the phases), `cpu` ms of CPU time in forward + backward, and waits `wait` ms in the all-reduces;
+ * in the steps i with i % 10 < swap_per_10 the two ranks' waits trade places. */
+static void fill(double *rec, long n, const double work[2], const double cpu[2], const double wait[2], int swap_per_10) {
+    for (int r = 0; r < 2; r++)
+        for (long i = 0; i < n; i++) {
+            double *f = rec + ((size_t)r * n + (size_t)i) * TM_NF;
+            memset(f, 0, TM_NF * sizeof *f);
+            int swapped = i % 10 < swap_per_10;
+            f[TM_DATA] = 0.1 * work[r];
+            f[TM_FWD] = 0.3 * work[r];
+            f[TM_BWD] = 0.5 * work[r];
+            f[TM_OPT] = 0.1 * work[r];
+            f[TM_WAIT] = swapped ? wait[1 - r] : wait[r];
+            f[TM_EXPOSED] = f[TM_WAIT] + 0.5;
+            f[TM_STEP] = work[r] + f[TM_EXPOSED];
+            f[TM_CPU] = cpu[r];
+        }
+}
+
+/* The diagnosis from records, without timing anything (tools/train_metrics.c): a rank on a slower core (more
+ * CPU time for the same forward and backward) that arrives last in every step but only 0.3 ms after the
+ * others is not a straggler, and the text says its core is slow; a rank the others wait 1.5 ms for on 3 ms of
+ * their own work (a 50 % slowdown) is named at 1.5x; the same lateness in only 6 steps of 10 names no one.
+ * Before the change the ratio was the rank's step less its waits over the others' (the same less theirs):
+ * the second case read 1.0x, since the time rank 1 loses outside its measured step never counts there. */
+TEST(diagnosis_from_records_slow_core_and_straggler) {
+    enum { N = 40 };
+    double *rec = malloc((size_t)2 * N * TM_NF * sizeof *rec);
+    ASSERT_TRUE(rec != NULL);
+    tm_diagnosis d;
+    fill(rec, N, (double[]){3.3, 3.0}, (double[]){3.6, 2.7}, (double[]){0.0, 0.3}, 0);
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, -1);
+    ASSERT_EQ_INT(d.last, 0);
+    ASSERT_TRUE(d.last_pct == 100.0);
+    ASSERT_TRUE(fabs(d.late_ms - 0.3) < 1e-9 && fabs(d.others_work_ms - 3.0) < 1e-9);
+    ASSERT_TRUE(fabs(d.ratio - 1.1) < 1e-9);
+    ASSERT_TRUE(fabs(d.cpu_ratio - 3.6 / 2.7) < 1e-9);
+    ASSERT_CONTAINS(d.text, "no straggler");
+    ASSERT_CONTAINS(d.text, "rank 0's core is slow");
+
+    fill(rec, N, (double[]){3.0, 3.0}, (double[]){2.7, 2.7}, (double[]){1.5, 0.0}, 0);
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, 1);
+    ASSERT_TRUE(fabs(d.ratio - 1.5) < 1e-9);
+    ASSERT_CONTAINS(d.text, "straggler: rank 1 is 1.50x slower than the median rank");
+    ASSERT_TRUE(strstr(d.text, "core is slow") == NULL);
+
+    fill(rec, N, (double[]){3.0, 3.0}, (double[]){2.7, 2.7}, (double[]){1.5, 0.0}, 4);   /* last in 60 % */
+    tm_diagnose(rec, 2, N, &d);
+    ASSERT_EQ_INT(d.straggler, -1);
+    ASSERT_EQ_INT(d.last, 1);
+    ASSERT_TRUE(d.last_pct >= 55.0 && d.last_pct <= 65.0);
+    free(rec);
+}
+
 /* One rank twice as slow (the debug knob sleeps each step's compute again on rank 1): named from the waits
  * in the all-reduces (rank 0 waits for rank 1, which arrives last), in the summary, the --json line and the
  * metrics file. The file holds every step of both ranks with each one's wait. At 50 % (the floor's slowdown,
@@ -148,10 +215,7 @@ TEST(coll_waits_from_durations) {
 TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.jsonl"));
-    int rc = train(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "BATON_TEST_SLOW_RANK=1 BATON_TEST_SLOW_PCT=100", args, &out);
     if (num(j, "straggler_rank") != 1) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(num(j, "straggler_rank"), 1);
     ASSERT_TRUE(num(j, "straggler_ratio") >= 1.35);
@@ -175,17 +239,14 @@ TEST_T(straggler_named_when_one_rank_is_twice_as_slow, 150) {
 TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, STRAGGLE " --json --metrics %s", tmp_path("m.csv"));
-    int rc = train(2, "", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "", args, &out);
     if (num(j, "straggler_rank") != -1) fprintf(stderr, "%s\n", out);
     ASSERT_EQ_INT(num(j, "straggler_rank"), -1);
     ASSERT_TRUE(strstr(out, "straggler: rank") == NULL);
     ASSERT_CONTAINS(out, "no straggler");
     char *csv = th_slurp(tmp_path("m.csv"), NULL);
     ASSERT_TRUE(!strncmp(csv, "type,step,rank,t_ms,step_ms,data_ms,forward_ms,backward_ms,comm_exposed_ms,optim_ms,"
-                              "comm_ms,bytes,loss,lr,epoch,wait_ms,test_accuracy,test_loss\n", 144));
+                              "comm_ms,bytes,loss,lr,epoch,wait_ms,cpu_ms,test_accuracy,test_loss\n", 151));
     long steps = 0, evals = 0;
     for (char *p = csv; (p = strchr(p, '\n')); p++) {
         if (!strncmp(p + 1, "step,", 5)) steps++;
@@ -203,10 +264,7 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
 TEST_T(slow_loader_blamed_on_the_input_pipeline, 120) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, SMALL " --steps 20 --json --checkpoint %s", tmp_path("ck"));
-    int rc = train(1, "BATON_TEST_SLOW_DATA_MS=15", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(1, "BATON_TEST_SLOW_DATA_MS=15", args, &out);
     ASSERT_TRUE(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "input_bound")));
     ASSERT_TRUE(num(j, "data_wait_pct") >= 50.0);
     ASSERT_CONTAINS(out, "input pipeline: the ranks wait");
@@ -282,10 +340,7 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, "--data synthetic --train-samples 2048 --hidden 256 --batch 32 --threads 1 --steps 40 "
              "--bucket-mb auto --json --metrics %s", tmp_path("b.jsonl"));
-    int rc = train(2, "", args, &out);
-    if (rc) fprintf(stderr, "%s\n", out);
-    ASSERT_EQ_INT(rc, 0);
-    cJSON *j = json_line(out);
+    cJSON *j = train_json(2, "", args, &out);
     double mb = num(j, "bucket_mb");
     ASSERT_TRUE(mb == 0.25 || (mb > 0.76 && mb < 0.78));
     const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "bucket_auto"));
@@ -298,5 +353,54 @@ TEST_T(bucket_auto_tries_caps_and_keeps_one, 150) {
     ASSERT_CONTAINS(m, "\"bucket\":\"auto: tried 0.25 MiB");
     free(m);
     cJSON_Delete(j);
+    free(out);
+}
+
+/* The bench knob BATON_BENCH_METRICS_AB=K (bench/metrics_overhead.sh): after 4 recorded steps the recording is
+ * off and on in blocks of K steps, in pairs ordered on/off, off/on, on/off; the --json line has one mean step
+ * time per block of each complete pair, and the metrics file holds exactly the recorded steps under their own
+ * step numbers. A bad value is one line and a non-zero exit. */
+TEST_T(metrics_ab_knob_alternates_recording_in_blocks, 60) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, SMALL " --steps 17 --json --metrics %s", tmp_path("ab.jsonl"));
+    cJSON *j = train_json(1, "BATON_BENCH_METRICS_AB=2", args, &out);
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(j, "metrics_ab");
+    ASSERT_TRUE(ab != NULL);
+    ASSERT_EQ_INT(num(ab, "block_steps"), 2);
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(ab, "on_ms"), *off = cJSON_GetObjectItemCaseSensitive(ab, "off_ms");
+    /* steps 4..16 timed: 13 steps, 3 complete pairs of 2 + 2 steps */
+    ASSERT_EQ_INT(cJSON_GetArraySize(on), 3);
+    ASSERT_EQ_INT(cJSON_GetArraySize(off), 3);
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(ab, "step_ms");   /* pair 0: blocks on, off */
+    ASSERT_EQ_INT(cJSON_GetArraySize(steps), 12);
+    double on0 = 0.5 * (cJSON_GetArrayItem(steps, 0)->valuedouble + cJSON_GetArrayItem(steps, 1)->valuedouble);
+    ASSERT_TRUE(fabs(on0 - cJSON_GetArrayItem(on, 0)->valuedouble) < 1e-6);
+    for (int p = 0; p < 3; p++)
+        ASSERT_TRUE(cJSON_GetArrayItem(on, p)->valuedouble > 0 && cJSON_GetArrayItem(off, p)->valuedouble > 0);
+    ASSERT_TRUE(num(j, "metrics_finish_ms") >= 0);
+    /* recorded: the warm-up 0-3, then blocks on (4,5) off (6,7) | off (8,9) on (10,11) | on (12,13) off (14,15) |
+     * off (16) */
+    static const int want[] = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13};
+    char *text = th_slurp(tmp_path("ab.jsonl"), NULL);
+    int got = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *r = cJSON_Parse(line);
+        ASSERT_TRUE(r != NULL);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "type"));
+        if (type && !strcmp(type, "step")) {
+            ASSERT_TRUE(got < (int)(sizeof want / sizeof want[0]));
+            ASSERT_EQ_INT(num(r, "step"), want[got]);
+            ASSERT_TRUE(num(r, "forward_ms") > 0 && num(r, "cpu_ms") >= 0);
+            got++;
+        }
+        cJSON_Delete(r);
+    }
+    ASSERT_EQ_INT(got, (int)(sizeof want / sizeof want[0]));
+    free(text);
+    cJSON_Delete(j);
+    free(out);
+    out = NULL;
+    ASSERT_NE_INT(train(1, "BATON_BENCH_METRICS_AB=two", SMALL " --steps 4", &out), 0);
+    ASSERT_CONTAINS(out, "BATON_BENCH_METRICS_AB");
     free(out);
 }

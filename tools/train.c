@@ -353,12 +353,17 @@ static int start_from_checkpoint(const train_opts *o, const baton_ckpt_run *ck, 
 }
 
 #define SPAN(ev, t0) baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, baton__now_ns())
+/* The phases of a step are timed only when something uses the times (`timing`: metrics recording this step,
+ * --trace, or the slow-rank knob), so --metrics none costs no clock readings. CLOCK() reads the clock then. */
+#define CLOCK() (timing ? baton__now_ns() : 0)
 /* A span of the step that also adds its duration (ms) to the step's metrics field. */
 #define PHASE(ev, field, t0)                                                \
     do {                                                                    \
-        uint64_t t_end_ = baton__now_ns();                                  \
-        baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, t_end_);       \
-        mf[field] += (double)(t_end_ - (t0)) * 1e-6;                        \
+        if (timing) {                                                       \
+            uint64_t t_end_ = baton__now_ns();                              \
+            baton_trace_span(trace, BATON_TRACK_MAIN, ev, 0, t0, t_end_);   \
+            mf[field] += (double)(t_end_ - (t0)) * 1e-6;                    \
+        }                                                                   \
     } while (0)
 #define LOSS_WINDOW 100
 
@@ -393,6 +398,7 @@ int baton_cmd_train(int argc, char **argv) {
     baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
     train_metrics metrics = {0};
+    tm_ab ab = {0};
     train_prefetch pf = {0};
     int exit_code = 1, rank = 0;
     if (world > 1 && baton_init(&comm, NULL) < 0) {
@@ -484,6 +490,7 @@ int baton_cmd_train(int argc, char **argv) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
+    if (metrics.on && tm_ab_start(&ab, pos.step, total) < 0) goto out;
     /* Test knob (tests/test_ckpt_train.c): rank BATON_TEST_DIE_RANK (default the last) SIGKILLs itself as step
      * BATON_TEST_DIE_AT_STEP starts. Inert unless set. */
     if (baton__env_long("BATON_TEST_DIE_AT_STEP", -1, 0, LONG_MAX, &die_at) == BATON_EINVAL ||
@@ -516,25 +523,29 @@ int baton_cmd_train(int argc, char **argv) {
         uint64_t ep_t0 = baton__now_ns();
         for (long s = first_s; s < steps_per_epoch && step < total; s++, step++) {
             if (step == die_at && rank == die_rank) raise(SIGKILL);
+            /* record: metrics on for this step (BATON_BENCH_METRICS_AB turns it off in every other block) */
+            int record = metrics.on && tm_ab_recording(&ab, step), timing = record || trace != NULL || slow_pct > 0;
             uint64_t t0 = baton__now_ns(), t;
             double step_loss = 0.0, mf[TM_NF] = {0};
-            baton_ddp_stats st0;
-            baton_ddp_get_stats(ddp, &st0);
+            baton_ddp_stats st0 = {0}, st1 = {0};
+            if (record || ba.active) baton_ddp_get_stats(ddp, &st0);
             for (long k = 0; k < o.accum; k++) {   /* one optimizer step = accum micro-batches */
                 int correct;
-                t = baton__now_ns();
+                t = CLOCK();
                 train_prefetch_take(&pf, &bb.x, &bb.y);   /* gathered on the loader thread */
                 long next = (s * o.accum + k + 1) * o.batch;
                 if (next < epoch_samples) train_prefetch_request(&pf, sampler.idx + next);
                 PHASE(BATON_EV_DATA, TM_DATA, t);
-                t = baton__now_ns();
+                t = CLOCK();
+                uint64_t cpu = timing ? baton__thread_cpu_ns() : 0;
                 baton_tape_reset(tape, 1);
                 baton_tensor *loss = train_forward(model, tape, &train, &bb, (int)o.batch, &correct);
                 PHASE(BATON_EV_FORWARD, TM_FWD, t);
-                t = baton__now_ns();
+                t = CLOCK();
                 if (k == 0) baton_params_zero_grad(params);
                 baton_ddp_prepare(ddp, k == o.accum - 1);   /* the last micro-batch's backward launches buckets */
                 baton_tape_backward(tape, loss, baton_ddp_backward_scale(ddp) / (float)o.accum);
+                if (timing) mf[TM_CPU] += (double)(baton__thread_cpu_ns() - cpu) * 1e-6;
                 PHASE(BATON_EV_BACKWARD, TM_BWD, t);
                 step_loss += loss->data[0] / (double)o.accum;
                 ep_correct += correct;
@@ -545,7 +556,7 @@ int baton_cmd_train(int argc, char **argv) {
                 fprintf(stderr, "\nbaton train: gradient all-reduce at step %ld: %s\n", step, baton_last_error());
                 goto out;
             }
-            t = baton__now_ns();
+            t = CLOCK();
             float step_lr = baton_lr_at(&sched, step);
             if (!skip && baton_ddp_step(ddp, opt, step_lr, (float)o.clip, NULL) < 0) {   /* clip + step (+ ZeRO gather) */
                 fprintf(stderr, "\nbaton train: optimizer step %ld: %s\n", step, baton_last_error());
@@ -557,9 +568,8 @@ int baton_cmd_train(int argc, char **argv) {
             PHASE(BATON_EV_OPTIM, TM_OPT, t);
             uint64_t t_step = baton__now_ns() - t0;
             train_ns += t_step;
-            baton_ddp_stats st1;
-            baton_ddp_get_stats(ddp, &st1);
-            if (metrics.on) {
+            if (record || ba.active) baton_ddp_get_stats(ddp, &st1);
+            if (record) {
                 mf[TM_T0] = (double)t0 * 1e-6;
                 mf[TM_STEP] = (double)t_step * 1e-6;
                 mf[TM_EXPOSED] = (double)(st1.exposed_ns - st0.exposed_ns) * 1e-6;
@@ -606,6 +616,7 @@ int baton_cmd_train(int argc, char **argv) {
                 ckpts++;
                 sum.last_checkpoint = step + 1;
             }
+            if (ab.k) tm_ab_step(&ab, step, baton__now_ns() - t0);   /* the whole step, recorder included */
         }
         uint64_t t = baton__now_ns();
         if (train_evaluate_all(comm, model, etape, &test, (int)o.eval_batch, &eb, &test_acc, &test_loss) < 0) {
@@ -647,7 +658,9 @@ int baton_cmd_train(int argc, char **argv) {
                   .bucket_note = o.bucket_auto ? ba.note : NULL};
     if (rank == 0 && o.bucket_auto) fprintf(stderr, "baton train: --bucket-mb %s\n", ba.note);
     tm_diagnosis diag;
+    uint64_t t_fin = baton__now_ns();   /* the one-off cost at the end: gather, diagnose, write */
     if (train_metrics_finish(&metrics, comm, (int)world, &mi, &diag) < 0) goto out;
+    double finish_ms = (double)(baton__now_ns() - t_fin) * 1e-6;
     if (rank == 0 && metrics.on) {   /* on stderr even with --json: the path is where the run's story is */
         fprintf(stderr, "baton train: %s\n", diag.text);
         fprintf(stderr, "baton train: metrics in %s; draw them with: baton report %s -o report.html\n", metrics.path,
@@ -710,6 +723,8 @@ int baton_cmd_train(int argc, char **argv) {
         if (metrics.on) {
             cJSON_AddStringToObject(j, "metrics", metrics.path);
             cJSON_AddNumberToObject(j, "metrics_ms_per_step", train_metrics_ms_per_step(&metrics));
+            cJSON_AddNumberToObject(j, "metrics_finish_ms", finish_ms);
+            if (ab.k) train_ab_json(j, &ab);
             cJSON_AddNumberToObject(j, "straggler_rank", diag.straggler);
             cJSON_AddNumberToObject(j, "straggler_ratio", diag.ratio);
             cJSON_AddNumberToObject(j, "straggler_last_pct", diag.last_pct);
@@ -728,6 +743,7 @@ int baton_cmd_train(int argc, char **argv) {
 out:
     train_prefetch_stop(&pf);
     train_metrics_free(&metrics);
+    tm_ab_free(&ab);
     train_batch_free(&bb);
     train_batch_free(&eb);
     baton_ddp_free(ddp);

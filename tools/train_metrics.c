@@ -14,11 +14,14 @@
 #include "util/util.h"
 
 /* A straggler is the rank the others wait for (docs/observe.md). In each step the rank that waited least in
- * the step's all-reduces arrived last; a rank last in at least STRAGGLER_LAST of the steps, whose work (its
- * step less the time it waited for its peers) is at least STRAGGLER_RATIO times the other ranks' median, is
- * named. A rank that the scheduler slows now and then is last in some steps and not in others. */
+ * the step's all-reduces arrived last; a rank last in at least STRAGGLER_LAST of the steps is named when the
+ * others' work plus the time they wait for it (how much longer they wait in the step's all-reduces than it
+ * does, median over steps) is at least STRAGGLER_RATIO times their work. A rank that the scheduler slows now
+ * and then is last in some steps and not in others. */
 #define STRAGGLER_LAST 0.75
 #define STRAGGLER_RATIO 1.35
+/* A rank's core is called slow when it needs this much more CPU time than the others for the same work. */
+#define SLOW_CORE_RATIO 1.10
 /* The input pipeline is named when a median step spends at least this share blocked on data. */
 #define INPUT_BOUND_PCT 15.0
 #define INPUT_BOUND_MS 0.5   /* ... and at least this long (a thread wake-up is not a slow loader) */
@@ -27,7 +30,7 @@
 
 const char *const tm_field_names[TM_NF] = {"t_ms", "step_ms", "data_ms", "forward_ms", "backward_ms",
                                                "comm_exposed_ms", "optim_ms", "comm_ms", "bytes", "loss", "lr",
-                                               "epoch", "wait_ms"};
+                                               "epoch", "wait_ms", "cpu_ms"};
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -77,8 +80,9 @@ int train_metrics_open(train_metrics *m, const char *value, const char *ckpt_dir
     m->cap_evals = 16;
     m->rec = malloc((size_t)m->cap * TM_NF * sizeof(double));
     m->coll = malloc((size_t)m->cap * TM_NCOLL * sizeof(double));
+    m->stepno = malloc((size_t)m->cap * sizeof(long));
     m->evals = malloc((size_t)m->cap_evals * sizeof(tm_eval));
-    if (!m->rec || !m->coll || !m->evals) {
+    if (!m->rec || !m->coll || !m->stepno || !m->evals) {
         fprintf(stderr, "baton train: out of memory for --metrics\n");
         return 1;
     }
@@ -114,18 +118,20 @@ void train_metrics_step(train_metrics *m, long step, const double f[TM_NF], cons
         double *r = realloc(m->rec, (size_t)m->cap * 2 * TM_NF * sizeof(double));
         if (r) m->rec = r;
         double *c = r ? realloc(m->coll, (size_t)m->cap * 2 * TM_NCOLL * sizeof(double)) : NULL;
-        if (!c) {   /* keep what we have; the run goes on */
+        if (c) m->coll = c;
+        long *sn = c ? realloc(m->stepno, (size_t)m->cap * 2 * sizeof(long)) : NULL;
+        if (!sn) {   /* keep what we have; the run goes on */
             m->on = 0;
             return;
         }
-        m->coll = c;
+        m->stepno = sn;
         m->cap *= 2;
     }
     memcpy(m->rec + (size_t)m->n * TM_NF, f, TM_NF * sizeof(double));
     double *c = m->coll + (size_t)m->n * TM_NCOLL;
     memset(c, 0, TM_NCOLL * sizeof(double));
     for (int k = 0; k < ncoll && k < TM_NCOLL; k++) c[k] = (double)coll_ns[k] * 1e-6;
-    m->n++;
+    m->stepno[m->n++] = step;
     m->self_ns += baton__now_ns() - t;
 }
 
@@ -147,6 +153,7 @@ double train_metrics_ms_per_step(const train_metrics *m) {
 void train_metrics_free(train_metrics *m) {
     free(m->rec);
     free(m->coll);
+    free(m->stepno);
     free(m->evals);
     memset(m, 0, sizeof *m);
 }
@@ -201,7 +208,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     }
     long lo = n > TM_WARMUP_STEPS + 2 ? TM_WARMUP_STEPS : 0;
     /* tmp holds one rank's steps, or one value per rank */
-    double *tmp = malloc((size_t)(n > world ? n : world) * sizeof *tmp), *work = malloc((size_t)world * 6 * sizeof *work);
+    double *tmp = malloc((size_t)(n > world ? n : world) * sizeof *tmp), *work = malloc((size_t)world * 7 * sizeof *work);
     if (!tmp || !work) {
         free(tmp);
         free(work);
@@ -209,23 +216,22 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         return;
     }
     double *step = work + world, *data = work + 2 * world, *exposed = work + 3 * world, *waited = work + 4 * world,
-           *last = work + 5 * world;
-    static const int f_comp[] = {TM_FWD, TM_BWD, TM_OPT}, f_step[] = {TM_STEP}, f_data[] = {TM_DATA},
-                     f_exp[] = {TM_EXPOSED};
+           *last = work + 5 * world, *cpu = work + 6 * world;
+    static const int f_comp[] = {TM_FWD, TM_BWD, TM_OPT}, f_work[] = {TM_DATA, TM_FWD, TM_BWD, TM_OPT},
+                     f_step[] = {TM_STEP}, f_data[] = {TM_DATA}, f_exp[] = {TM_EXPOSED}, f_cpu[] = {TM_CPU};
 #define F(r, i) (rec + ((size_t)(r) * n + (i)) * TM_NF)
     /* What a rank lost waiting for its peers in a step: its waits in the collectives, but no more than the
      * time its main thread was held after backward (waits on the comm thread during backward cost nothing). */
 #define LOST(f) ((f)[TM_WAIT] < (f)[TM_EXPOSED] ? (f)[TM_WAIT] : (f)[TM_EXPOSED])
     for (int r = 0; r < world; r++) {
         long k = 0;
-        for (long i = lo; i < n; i++) tmp[k++] = F(r, i)[TM_STEP] - LOST(F(r, i));
-        work[r] = tm_median(tmp, k);
-        k = 0;
         for (long i = lo; i < n; i++) tmp[k++] = LOST(F(r, i));
         waited[r] = tm_median(tmp, k);
+        work[r] = rank_quantile(rec, n, lo, r, f_work, 4, tmp, 0.5);   /* its own work: data + compute */
         step[r] = rank_quantile(rec, n, lo, r, f_step, 1, tmp, 0.5);
         data[r] = rank_quantile(rec, n, lo, r, f_data, 1, tmp, 0.5);
         exposed[r] = rank_quantile(rec, n, lo, r, f_exp, 1, tmp, 0.5);
+        cpu[r] = rank_quantile(rec, n, lo, r, f_cpu, 1, tmp, 0.5);
         last[r] = 0;
     }
     if (world > 1) {
@@ -239,17 +245,35 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
         int slow = 0;
         for (int r = 1; r < world; r++)
             if (last[r] > last[slow]) slow = r;
+        /* How late it is: per step, how much longer the other ranks (their median) waited in the step's
+         * all-reduces than it did; the median over the steps. */
+        double *others = malloc((size_t)world * sizeof *others);
         long k = 0;
+        for (long i = lo; i < n && others; i++) {
+            int m = 0;
+            for (int r = 0; r < world; r++)
+                if (r != slow) others[m++] = F(r, i)[TM_WAIT];
+            tmp[k++] = tm_median(others, m) - F(slow, i)[TM_WAIT];
+        }
+        free(others);
+        d->late_ms = k ? tm_median(tmp, k) : 0.0;
+        k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = work[r];
-        double others = tm_median(tmp, k);
+        d->others_work_ms = tm_median(tmp, k);
+        k = 0;
+        for (int r = 0; r < world; r++)
+            if (r != slow) tmp[k++] = cpu[r];
+        double others_cpu = tm_median(tmp, k);
+        d->cpu_ratio = others_cpu > 0 ? cpu[slow] / others_cpu : 0.0;
         k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = step[r] > 0 ? 100.0 * waited[r] / step[r] : 0.0;
         d->others_wait_pct = tm_median(tmp, k);
         d->last = slow;
         d->last_pct = 100.0 * last[slow] / (double)(n - lo);
-        d->ratio = others > 0 ? work[slow] / others : 0.0;
+        /* its work as the others see it: their own work plus the time they wait for it */
+        d->ratio = d->others_work_ms > 0 ? (d->others_work_ms + d->late_ms) / d->others_work_ms : 0.0;
         if (d->last_pct >= 100.0 * STRAGGLER_LAST && d->ratio >= STRAGGLER_RATIO) d->straggler = slow;
     }
 #undef LOST
@@ -270,15 +294,16 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
 
     size_t len = 0;
 #define SAY(...) len += (size_t)snprintf(d->text + len, len < sizeof d->text ? sizeof d->text - len : 0, __VA_ARGS__)
-    if (d->straggler >= 0) {
-        long k = 0;
-        for (int r = 0; r < world; r++)
-            if (r != d->straggler) tmp[k++] = work[r];
+    if (d->straggler >= 0)
         SAY("straggler: rank %d is %.2fx slower than the median rank (last to reach the gradient all-reduces in "
-            "%.0f %% of the steps; %.1f ms vs %.1f ms of work per step); the others spend %.0f %% of each step "
-            "waiting for it. ", d->straggler, d->ratio, d->last_pct, work[d->straggler], tm_median(tmp, k),
-            d->others_wait_pct);
-    }
+            "%.0f %% of the steps; the others wait %.2f ms per step longer in them than it does, on %.2f ms of "
+            "their own work); the others spend %.0f %% of each step waiting for it. ", d->straggler, d->ratio,
+            d->last_pct, d->late_ms, d->others_work_ms, d->others_wait_pct);
+    /* A core that runs the same forward and backward in more CPU time is slower hardware (or shared with
+     * something that thrashes its caches), not more work: said, whether or not the rank is named. */
+    if (world > 1 && d->cpu_ratio >= SLOW_CORE_RATIO)
+        SAY("rank %d's core is slow: it ran the same forward and backward in %.2fx the CPU time of the others. ",
+            d->last, d->cpu_ratio);
     if (d->input_bound)
         SAY("input pipeline: the ranks wait %.0f %% of each step for batches (median %.1f ms of %.1f ms); the loader "
             "cannot keep up with the step. ", d->data_pct, tm_median(data, world), d->step_ms);
@@ -354,7 +379,7 @@ static void write_jsonl(tm_sbuf *b, const train_metrics *m, const double *all, i
     for (long i = 0; i < m->n; i++)
         for (int r = 0; r < world; r++) {
             const double *f = all + ((size_t)r * m->n + i) * TM_NF;
-            tm_put(b, "{\"type\":\"step\",\"step\":%ld,\"rank\":%d", m->first_step + i, r);
+            tm_put(b, "{\"type\":\"step\",\"step\":%ld,\"rank\":%d", m->stepno[i], r);
             for (int j = 0; j < TM_NF; j++) {
                 if (j == TM_EPOCH || j == TM_BYTES) tm_put(b, ",\"%s\":%.0f", tm_field_names[j], f[j]);
                 else if (j == TM_LOSS || j == TM_LR) tm_put(b, ",\"%s\":%.9g", tm_field_names[j], f[j]);
@@ -367,9 +392,10 @@ static void write_jsonl(tm_sbuf *b, const train_metrics *m, const double *all, i
             m->evals[i].step, m->evals[i].epoch, m->evals[i].acc, m->evals[i].loss);
     tm_put(b, "{\"type\":\"diagnosis\",\"straggler_rank\":%d,\"straggler_ratio\":%.4f,\"last_rank\":%d,"
            "\"last_pct\":%.1f,\"others_wait_pct\":%.2f,\"input_bound\":%s,\"data_pct\":%.2f,\"compute_pct\":%.2f,"
-           "\"exposed_pct\":%.2f,\"step_ms\":%.4f,\"text\":",
+           "\"exposed_pct\":%.2f,\"step_ms\":%.4f,\"late_ms\":%.4f,\"others_work_ms\":%.4f,\"cpu_ratio\":%.4f,"
+           "\"text\":",
         d->straggler, d->ratio, d->last, d->last_pct, d->others_wait_pct, d->input_bound ? "true" : "false",
-        d->data_pct, d->compute_pct, d->exposed_pct, d->step_ms);
+        d->data_pct, d->compute_pct, d->exposed_pct, d->step_ms, d->late_ms, d->others_work_ms, d->cpu_ratio);
     put_json_str(b, d->text);
     tm_put(b, "}\n");
 }
@@ -382,7 +408,7 @@ static void write_csv(tm_sbuf *b, const train_metrics *m, const double *all, int
     for (long i = 0; i < m->n; i++)
         for (int r = 0; r < world; r++) {
             const double *f = all + ((size_t)r * m->n + i) * TM_NF;
-            tm_put(b, "step,%ld,%d", m->first_step + i, r);
+            tm_put(b, "step,%ld,%d", m->stepno[i], r);
             for (int j = 0; j < TM_NF; j++) tm_put(b, ",%.9g", f[j]);
             tm_put(b, ",,\n");
         }

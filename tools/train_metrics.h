@@ -36,6 +36,8 @@ enum {
     TM_EPOCH,
     TM_WAIT,        /* waited for the peers in the step's gradient all-reduces (filled in at the gather, from
                      * every rank's collective times: baton_coll_waits) */
+    TM_CPU,         /* CPU time of the training thread over forward + backward: the same work on every rank,
+                     * so its ratio between ranks is how fast each rank's core runs it (docs/observe.md) */
     TM_NF
 };
 /* The fields' names in the metrics files ("t_ms", "step_ms", ...). */
@@ -56,6 +58,7 @@ typedef struct {
     long first_step, n, cap;
     double *rec;         /* n x TM_NF, this rank's steps */
     double *coll;        /* n x TM_NCOLL, this rank's collective times per step (ms) */
+    long *stepno;        /* n: the step of each record (consecutive unless BATON_BENCH_METRICS_AB skips some) */
     tm_eval *evals;
     long n_evals, cap_evals;
     uint64_t self_ns;    /* time spent recording (the measured overhead) */
@@ -67,7 +70,10 @@ typedef struct {
     int straggler;       /* rank named as the straggler, -1 if none */
     int last;            /* the rank most often last to arrive at the all-reduces, -1 with one rank */
     double last_pct;     /* % of the steps in which it arrived last */
-    double ratio;        /* its median work (step less its waits) / the other ranks' median */
+    double ratio;        /* (the others' work + late_ms) / the others' work: their step as it waits for it */
+    double late_ms;      /* median per step of how much longer the others waited in the all-reduces than it did */
+    double others_work_ms; /* the other ranks' median work per step (data + forward + backward + optimizer) */
+    double cpu_ratio;    /* its CPU time for forward + backward / the others' (same work: > 1 is a slower core) */
     double others_wait_pct; /* % of the others' step spent waiting for it (exposed waits) */
     double data_pct;     /* median % of a step spent blocked on data (median over ranks) */
     int input_bound;     /* 1: the input pipeline is named */
@@ -113,6 +119,33 @@ double tm_median(double *v, long n);   /* sorts v */
 void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d);
 /* Fills TM_WAIT of every record from the collective times (coll: world blocks of n x TM_NCOLL). */
 void tm_fill_waits(double *rec, const double *coll, int world, long n);
+
+/* ---- the in-run A/B measurement of what the metrics cost (tools/train_ab.c; bench/metrics_overhead.sh) --- */
+/* Bench knob BATON_BENCH_METRICS_AB=K (steps per block; inert unless set, and only with metrics on): after
+ * TM_AB_WARMUP steps the recording is switched off and on in blocks of K steps, in pairs ordered on/off,
+ * off/on, on/off, ... (so a drift of the machine favours neither side). A step not recorded takes no phase
+ * clock readings, no DDP statistics and no record (tools/train.c: `record`, `timing`). Every step's whole time
+ * (from its start to the end of its bookkeeping, the recorder included; evaluations fall between steps and
+ * are left out) is kept, and the --json line gets each complete pair's mean step time on and off:
+ * "metrics_ab":{"block_steps":K,"on_ms":[...],"off_ms":[...],"step_ms":[...]} (step_ms: every step of those
+ * pairs in order, block b being steps [bK, (b+1)K)). The metrics file holds the recorded steps. */
+#define TM_AB_WARMUP 4
+typedef struct {
+    long k;          /* steps per block; 0: off */
+    long first;      /* the first step of the first block */
+    long n, cap;     /* steps timed so far (from `first`, in order) */
+    double *ms;
+} tm_ab;
+/* Reads the knob; returns 0 (on or off) or -1 after printing one line. */
+int tm_ab_start(tm_ab *ab, long first_step, long total);
+/* 1: record this step (always, unless the knob is set and the step is in an off block). */
+int tm_ab_recording(const tm_ab *ab, long step);
+void tm_ab_step(tm_ab *ab, long step, uint64_t ns);
+/* Complete pairs so far; on[p], off[p]: mean step time (ms) of pair p's on and off blocks (max pairs). */
+long tm_ab_pairs(const tm_ab *ab, double *on, double *off, long max);
+struct cJSON;
+void train_ab_json(struct cJSON *j, const tm_ab *ab);
+void tm_ab_free(tm_ab *ab);
 
 /* ---- the prefetching input pipeline (tools/train_prefetch.c) ----------------------------------------- */
 /* One batch ahead on a thread: train_prefetch_request copies the batch's indices and returns at once; the

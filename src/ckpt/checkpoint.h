@@ -85,6 +85,8 @@ int baton_ckpt_consolidate(const char *dir, const char *out, long *step);
 /* ---- pieces, exposed for tests --------------------------------------------------------------------- */
 /* Parses a state.json image (len bytes; `what` names it in errors) into *st (ranks malloc'ed). */
 int baton__ckpt_parse_state(const char *json, size_t len, const char *what, baton_ckpt_state *st);
+/* The state as a state.json image (malloc'ed, cJSON_Print; caller frees), or NULL when out of memory. */
+char *baton__ckpt_state_json(const baton_ckpt_state *st);
 /* (Re)writes STEPDIR/COMMIT from the three files as they are now (tests use it to make a committed
  * checkpoint with hostile content). */
 int baton__ckpt_commit(const char *stepdir, long step);

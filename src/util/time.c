@@ -12,6 +12,12 @@ uint64_t baton__now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t baton__thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t baton__deadline_after(double seconds) {
     if (!(seconds > 0)) return UINT64_MAX;
     if (seconds > 1e9) return UINT64_MAX;

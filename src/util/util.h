@@ -36,6 +36,7 @@ _Noreturn void baton__assert_fail(const char *expr, const char *file, int line, 
 
 /* ---- clocks ---------------------------------------------------------------------------------------- */
 uint64_t baton__now_ns(void);          /* CLOCK_MONOTONIC */
+uint64_t baton__thread_cpu_ns(void);   /* CLOCK_THREAD_CPUTIME_ID: CPU time of the calling thread */
 /* now + seconds, saturating; seconds <= 0 means "no deadline" (UINT64_MAX). */
 uint64_t baton__deadline_after(double seconds);
 void baton__sleep_ns(uint64_t ns);
