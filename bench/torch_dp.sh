@@ -14,7 +14,9 @@
 # usage: bench/torch_dp.sh [REPS (default 5)] [STEPS per training run (default 300)]
 # Environment: OPENBLAS_CORETYPE applies to every side (unset = autodetect); BUILD (default build);
 # BASE=DIR: also runs the two baton ways from another built checkout DIR (its DIR/build), interleaved in
-# the same rounds, to measure a change against the code before it.
+# the same rounds, to measure a change against the code before it. WITH_ENV="VAR=value ...": also runs the two
+# baton ways with those variables set, interleaved in the same rounds (e.g. WITH_ENV=BATON_CMA=0: DDP's
+# buckets through the staged shared-memory path instead of process_vm_readv; docs/python.md).
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
@@ -43,6 +45,11 @@ for r in $(seq 1 "$REPS"); do
     train >> "$TMP/hvd"
     printf 'run %d: alone %s ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/alone")" "$(tail -n1 "$TMP/gloo")" \
         "$(tail -n1 "$TMP/ddp_baton")" "$(tail -n1 "$TMP/hvd")" >&2
+    if [ -n "${WITH_ENV:-}" ]; then
+        (export $WITH_ENV && train --ddp baton) >> "$TMP/env_ddp"
+        (export $WITH_ENV && train) >> "$TMP/env_hvd"
+        printf 'run %d, %s: ddp-baton %s hvd %s\n' "$r" "$WITH_ENV" "$(tail -n1 "$TMP/env_ddp")" "$(tail -n1 "$TMP/env_hvd")" >&2
+    fi
     if [ -n "${BASE:-}" ]; then
         train_base --ddp baton >> "$TMP/base_ddp"
         train_base >> "$TMP/base_hvd"
@@ -61,6 +68,13 @@ awk -v a="$a" -v g="$g" -v d="$d" -v h="$h" 'BEGIN {
     else
         printf "the ceiling is %.2fx gloo: a way reaching %.0f %% of it meets the floor\n", a / g, 100 * 1.4 * g / a
 }'
+if [ -n "${WITH_ENV:-}" ]; then
+    ed=$(median < "$TMP/env_ddp"); eh=$(median < "$TMP/env_hvd")
+    awk -v g="$g" -v a="$a" -v d="$ed" -v h="$eh" -v e="$WITH_ENV" 'BEGIN {
+        printf "| %s: PyTorch DDP, baton backend | %.0f | %.2fx | %.0f %% |\n", e, d, d / g, 100 * d / a
+        printf "| %s: baton.torch DistributedOptimizer | %.0f | %.2fx | %.0f %% |\n", e, h, h / g, 100 * h / a
+    }'
+fi
 if [ -n "${BASE:-}" ]; then
     bd=$(median < "$TMP/base_ddp"); bh=$(median < "$TMP/base_hvd")
     awk -v g="$g" -v d="$bd" -v h="$bh" 'BEGIN {
