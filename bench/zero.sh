@@ -2,8 +2,10 @@
 # bench/zero.sh: ZeRO against plain data parallelism on the wide MLP of issue 14 (784-4096x4-10, about 54 M
 # parameters, AdamW: 16 bytes per parameter of state without ZeRO), 2 workers, 1 thread each, synthetic data.
 # Interleaved plain / --zero 1 / --zero 2, REPS runs each; medians of step_ms, and per rank: optimizer bytes,
-# gradient bytes (kept + staging) and peak RSS (rank 0, from getrusage); then what `baton plan memory`
-# predicts for each stage against what the run reports. Run it under flock /tmp/baton-bench.lock.
+# gradient bytes (kept + staging), the CPU time of the whole run (every process, from the children's rusage)
+# and every rank's peak RSS (getrusage, the JSON's peak_rss_bytes_per_rank); then what `baton plan memory`
+# predicts for each stage against what the run reports, and the issue's floors, met or MISSED.
+# Run it under flock /tmp/baton-bench.lock.
 #
 # usage: bench/zero.sh [REPS (default 3)] [STEPS (default 10)]
 set -eu
@@ -18,19 +20,26 @@ trap 'rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM HUP
 ARGS="--data synthetic --train-samples 4096 --hidden 4096,4096,4096,4096 --optim adamw --batch 16 --threads 1 \
 --steps $STEPS --warmup 0 --json"
-one() {   # STAGE
-    OPENBLAS_NUM_THREADS=1 "$BUILD/baton" run -n 2 -- "$BUILD/baton" train $ARGS --zero "$1" 2>/dev/null | tail -n 1 |
-        /usr/bin/python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print(j['step_ms'], j['optim_bytes'], \
-j['grad_bytes'], j['peak_rss_bytes'], j['params'], j['param_bytes'])" >> "$TMP/z$1"
+one() {   # STAGE: one run; appends step_ms optim_bytes grad_bytes params param_bytes cpu_s rss(rank 0) rss(rank 1) ...
+    OPENBLAS_NUM_THREADS=1 /usr/bin/python3 - "$BUILD/baton" "$1" "$ARGS" >> "$TMP/z$1" <<'PY'
+import json, resource, subprocess, sys
+baton, z, args = sys.argv[1], sys.argv[2], sys.argv[3].split()
+c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+out = subprocess.run([baton, "run", "-n", "2", "--", baton, "train"] + args + ["--zero", z], check=True,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
+c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+j = json.loads(out.strip().splitlines()[-1])
+cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)   # every process of the run, init included
+print(j["step_ms"], j["optim_bytes"], j["grad_bytes"], j["params"], j["param_bytes"], cpu,
+      *j["peak_rss_bytes_per_rank"])
+PY
 }
 for r in $(seq 1 "$REPS"); do
     for z in 0 1 2; do one "$z"; done
 done
 echo "$(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg);" \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; 2 workers; $ARGS; medians of $REPS interleaved runs"
-echo "| ZeRO | step_ms | vs plain | optimizer MiB/rank | gradients MiB/rank | peak RSS MiB (rank 0) | RSS saved MiB |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
-P=$(head -n 1 "$TMP/z0" | cut -d' ' -f5)
+P=$(head -n 1 "$TMP/z0" | cut -d' ' -f4)
 for z in 0 1 2; do
     "$BUILD/baton" plan memory --params "$P" --ranks 2 --zero $z --largest-param 16777216 --json |
         /usr/bin/python3 -c "import json,sys; j=json.load(sys.stdin); print(j['params_bytes'], j['grads_bytes'], j['optimizer_bytes'])" \
@@ -38,22 +47,41 @@ for z in 0 1 2; do
 done
 /usr/bin/python3 - "$TMP" <<'PY'
 import statistics as S, sys
-med = {}
+med, runs = {}, {}
 for z in range(3):
     rows = [list(map(float, l.split())) for l in open("%s/z%d" % (sys.argv[1], z))]
     med[z] = [S.median(c) for c in zip(*rows)]
-    med[z].append([r[0] for r in rows])
+    runs[z] = [r[0] for r in rows]
 M = 1048576.0
+ranks = len(med[0]) - 6
+print("| ZeRO | step_ms (median; runs) | vs plain | CPU s per run (all processes) | optimizer MiB/rank | gradients MiB/rank | "
+      + " | ".join("peak RSS MiB rank %d (saved)" % r for r in range(ranks)) + " |")
+print("|" + " --- |" * (6 + ranks))
 for z in range(3):
-    step, opt, grad, rss, _, par, runs = med[z]
-    print("| %d | %.0f (runs: %s) | %+.1f %% | %.1f | %.1f | %.0f | %.0f |" % (z, step, " ".join("%.0f" % x for x in runs),
-          100 * (step / med[0][0] - 1), opt / M, grad / M, rss / M, (med[0][3] - rss) / M))
+    step, opt, grad, _, par, cpu = med[z][:6]
+    rss = med[z][6:]
+    print("| %d | %.0f (%s) | %+.1f %% | %.1f | %.1f | %.1f | %s |" % (z, step, " ".join("%.0f" % x for x in runs[z]),
+          100 * (step / med[0][0] - 1), cpu, opt / M, grad / M,
+          " | ".join("%.1f (%+.1f)" % (rss[r] / M, (med[0][6 + r] - rss[r]) / M) for r in range(ranks))))
 print()
 print("| ZeRO | plan: params / gradients / optimizer MiB | run: params / gradients / optimizer MiB | worst plan error |")
 print("| --- | --- | --- | --- |")
+worst = 0.0
 for z in range(3):
     plan = list(map(float, open("%s/p%d" % (sys.argv[1], z)).read().split()))
-    run = [med[z][5], med[z][2], med[z][1]]
+    run = [med[z][4], med[z][2], med[z][1]]
     err = max(abs(p - r) / r for p, r in zip(plan, run))
+    worst = max(worst, err)
     print("| %d | %s | %s | %.2f %% |" % (z, " / ".join("%.1f" % (x / M) for x in plan), " / ".join("%.1f" % (x / M) for x in run), 100 * err))
+print()
+ok = lambda c: "met" if c else "MISSED"
+d1, d2 = med[1][0] / med[0][0] - 1, med[2][0] / med[0][0] - 1
+print("floor: ZeRO-1 step within 10 %% of plain: %s (%+.1f %%)" % (ok(d1 <= 0.10), 100 * d1))
+sharded = med[0][1] - med[1][1]   # the optimizer state ZeRO-1 does not keep
+for r in range(ranks):
+    saved = med[0][6 + r] - med[1][6 + r]
+    print("floor: ZeRO-1 peak RSS of rank %d lower by at least the %.1f MiB of optimizer state it shards: %s (%.1f MiB lower, "
+          "margin %+.1f MiB)" % (r, sharded / M, ok(saved >= sharded), saved / M, (saved - sharded) / M))
+print("floor: ZeRO-2 step within 15 %% of plain: %s (%+.1f %%)" % (ok(d2 <= 0.15), 100 * d2))
+print("floor: baton plan memory within 5 %% of the run: %s (worst %.2f %%)" % (ok(worst <= 0.05), 100 * worst))
 PY

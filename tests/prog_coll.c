@@ -2,17 +2,20 @@
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
  *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--expect-algo A]
- *             [--roots K]
+ *             [--roots K] [--allgather-shmem]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
  * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
  * into the dtype). --expect-algo A: every all-reduce of at least one element must have used algorithm A
- * (baton_comm_last_algo), e.g. that auto picks hier across nodes. Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any. */
+ * (baton_comm_last_algo), e.g. that auto picks hier across nodes. Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any.
+ * --allgather-shmem first runs three in-place all-gathers of 4 MiB per rank and prints how much shared memory
+ * they added to the process's resident set ("shmem +N KiB cma C", RssShmem of /proc/self/status). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "baton/comm.h"
+#include "comm/comm_internal.h"
 #include "comm/reduce.h"
 
 static int rank_, world_;
@@ -119,6 +122,15 @@ static void test_allgather(baton_comm *c, size_t count, baton_dtype dt, int salt
     if (rc < 0) fail_rc(what, rc);
     for (int q = 0; q < world_; q++)
         for (size_t i = 0; i < count; i++) expect(what, dt, recv, (size_t)q * count + i, val(BATON_SUM, q, i, salt));
+    /* in place: this rank's piece already sits in the output */
+    memset(recv, 0x5a, count * n * e);
+    for (size_t i = 0; i < count; i++) baton__dtype_put(dt, recv, (size_t)rank_ * count + i, val(BATON_SUM, rank_, i, salt + 1));
+    rc = baton_allgather(c, recv + (size_t)rank_ * count * e, recv, count, dt);
+    snprintf(what, sizeof what, "allgather in-place %zu x %s algo=%s", count, baton_dtype_name(dt),
+             baton_algo_name(baton_comm_last_algo(c)));
+    if (rc < 0) fail_rc(what, rc);
+    for (int q = 0; q < world_; q++)
+        for (size_t i = 0; i < count; i++) expect(what, dt, recv, (size_t)q * count + i, val(BATON_SUM, q, i, salt + 1));
     free(send);
     free(recv);
 }
@@ -143,10 +155,36 @@ static int split(char *s, char **out, int max) {
     return n;
 }
 
+static long rss_shmem_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssShmem: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+/* ZeRO's parameter all-gather (in place on private memory, every step): what it adds to the resident set. */
+static void allgather_shmem(baton_comm *c) {
+    size_t count = (4u << 20) / 4, n = (size_t)world_;
+    float *buf = xmalloc(count * n * sizeof(float));
+    long before = rss_shmem_kib();
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < count; i++) buf[(size_t)rank_ * count + i] = (float)(val(BATON_SUM, rank_, i, round));
+        int rc = baton_allgather(c, buf + (size_t)rank_ * count, buf, count, BATON_F32);
+        if (rc < 0) fail_rc("allgather-shmem", rc);
+        for (int q = 0; q < world_; q++)
+            for (size_t i = 0; i < count; i += 997) expect("allgather-shmem", BATON_F32, buf, (size_t)q * count + i, val(BATON_SUM, q, i, round));
+    }
+    printf("prog_coll: rank %d: allgather shmem +%ld KiB cma %d\n", rank_, rss_shmem_kib() - before, c->cma);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
          ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
-    int big = 0, shmbuf = 0;
+    int big = 0, shmbuf = 0, ag_shmem = 0;
     long max_roots = 0; /* broadcast from every rank, or from this many spread over the world (--roots K) */
     for (int i = 1; i < argc; i++) {
         char *dst = NULL;
@@ -157,6 +195,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--colls")) dst = colls_s;
         else if (!strcmp(argv[i], "--big")) { big = 1; continue; }
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
+        else if (!strcmp(argv[i], "--allgather-shmem")) { ag_shmem = 1; continue; }
         else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
             char *end;
             max_roots = strtol(argv[++i], &end, 10);
@@ -184,6 +223,7 @@ int main(int argc, char **argv) {
     }
     rank_ = baton_comm_rank(c);
     world_ = baton_comm_size(c);
+    if (ag_shmem) allgather_shmem(c);
     char *algos[8], *counts[16], *dtypes[8], *ops[8], *colls[8];
     int nalgo = split(algos_s, algos, 8), ncount = split(counts_s, counts, 16), ndt = split(dtypes_s, dtypes, 8),
         nop = split(ops_s, ops, 8), ncoll = split(colls_s, colls, 8);

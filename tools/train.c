@@ -395,6 +395,7 @@ int baton_cmd_train(int argc, char **argv) {
     baton_optim *opt = NULL;
     baton_ddp *ddp = NULL;
     baton_trace *trace = NULL;
+    double *rss_ranks = NULL;   /* every rank's peak RSS, for --json */
     baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
     train_metrics metrics = {0};
@@ -650,6 +651,10 @@ int baton_cmd_train(int argc, char **argv) {
     }
     final_loss = comm ? agg[0] : final_loss;
     secs = agg[1];
+    if (o.json && !(rss_ranks = train_gather_peak_rss(comm, rank, world))) {
+        fprintf(stderr, "baton train: %s\n", baton_last_error());
+        goto out;
+    }
     double sps = secs > 0 ? (double)ran * per_step * world / secs : 0.0, step_ms = ran ? 1e3 * secs / ran : 0.0;
     baton_ddp_stats st;
     baton_ddp_get_stats(ddp, &st);
@@ -732,7 +737,7 @@ int baton_cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "data_wait_pct", diag.data_pct);
             cJSON_AddStringToObject(j, "diagnosis", diag.text);
         }
-        train_json_memory(j, ddp, opt, o.ddp.zero);
+        train_json_memory(j, ddp, opt, o.ddp.zero, rss_ranks, world);
         cJSON_AddNumberToObject(j, "threads", threads);
         char *js = cJSON_PrintUnformatted(j);
         if (js) printf("%s\n", js);
@@ -741,6 +746,7 @@ int baton_cmd_train(int argc, char **argv) {
     }
     exit_code = 0;
 out:
+    free(rss_ranks);
     train_prefetch_stop(&pf);
     train_metrics_free(&metrics);
     tm_ab_free(&ab);

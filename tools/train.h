@@ -87,7 +87,12 @@ uint64_t train_peak_rss_bytes(void);
  * Prints a note (talk); returns 0, or 2 with a message when the position does not fit. */
 int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_step, long steps_per_epoch,
                           int lr_linear);
-void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero);
+/* Every rank's peak RSS so far (collective; one small all-reduce): a calloc'ed array of world entries, or NULL
+ * with baton_last_error set. */
+double *train_gather_peak_rss(baton_comm *comm, int rank, long world);
+/* rss_ranks: train_gather_peak_rss's array (world entries), reported as peak_rss_bytes_per_rank; may be NULL */
+void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero, const double *rss_ranks,
+                       long world);
 void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero);
 /* Sets and returns the compute threads: `asked` (--threads; 0: train_default_threads). When asked x the
  * launcher's local ranks exceed the usable cores, local rank 0 warns (the ranks would fight over cores). */

@@ -1,10 +1,12 @@
 /* train_zero.c: what `baton train` reports about memory per rank (parameters, gradients, optimizer state and
  * peak RSS), which is what ZeRO (--zero 1|2, src/ddp/zero.c) changes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 
 #include "train.h"
 #include "train_summary.h"
+#include "util/util.h"
 
 uint64_t train_peak_rss_bytes(void) {
     struct rusage ru;
@@ -12,7 +14,24 @@ uint64_t train_peak_rss_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
 }
 
-void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero) {
+double *train_gather_peak_rss(baton_comm *comm, int rank, long world) {
+    double *v = calloc((size_t)world, sizeof(double));
+    if (!v) {
+        baton__fail(BATON_ENOMEM, "out of memory for %ld ranks' peak RSS", world);
+        return NULL;
+    }
+    v[rank] = (double)train_peak_rss_bytes();
+    /* a sum of one-hot rows: a small all-reduce through the slots every rank already touched (the staged
+     * all-gather would add staging pages to the very resident sets being reported) */
+    if (comm && baton_allreduce(comm, v, v, (size_t)world, BATON_F64, BATON_SUM) < 0) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero, const double *rss_ranks,
+                       long world) {
     baton_ddp_memory m;
     baton_ddp_get_memory(ddp, opt, &m);
     cJSON_AddNumberToObject(j, "zero", zero);
@@ -22,6 +41,7 @@ void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, i
     cJSON_AddNumberToObject(j, "grad_staging_bytes", (double)m.grad_staging_bytes);
     cJSON_AddNumberToObject(j, "optim_bytes", (double)m.optim_bytes);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)train_peak_rss_bytes());
+    if (rss_ranks) cJSON_AddItemToObject(j, "peak_rss_bytes_per_rank", cJSON_CreateDoubleArray(rss_ranks, (int)world));
 }
 
 void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero) {

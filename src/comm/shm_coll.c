@@ -390,11 +390,43 @@ int baton__shm_reduce_scatter(baton_comm *c, const void *send, void *recv, size_
     return BATON_OK;
 }
 
+/* All-gather by cross-memory attach: each rank reads every peer's piece straight from the peer's send
+ * buffer into its own output, one kernel copy per peer and no staging. Besides saving the two staging
+ * copies, it touches no shared pages: the staged path writes this rank's staging buffers and reads the
+ * peers', which adds them (4 x BATON_SHM_STAGE_BYTES per rank pair) to the process's resident set, and
+ * ZeRO's parameter all-gather runs every step (docs/zero.md). In place (send is recv's piece of this rank)
+ * nothing is copied locally: the peers read the piece, and this rank writes only the others. */
+static int cma_allgather(baton_comm *c, const void *send, void *recv, size_t count, size_t esz, uint64_t deadline) {
+    int L = c->local_size, me = c->local_rank, rc;
+    size_t piece = count * esz;
+    uint8_t *out = recv;
+    baton_shm_rank *mine = baton__shm_rank_block(c->shm, me);
+    atomic_store_explicit(&mine->cma_send, (uint64_t)(uintptr_t)send, memory_order_relaxed);
+    uint64_t g = c->big_chunks++;
+    post(c, 3 * g + 1);   /* my piece is final and its address published */
+    if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0) return rc;
+    for (int i = 1; i < L; i++) {   /* start at the next rank: L readers do not all hit rank 0 first */
+        int q = (me + i) % L;
+        uint64_t from = atomic_load_explicit(&baton__shm_rank_block(c->shm, q)->cma_send, memory_order_relaxed);
+        if ((rc = cma_read(c, q, out + (size_t)q * piece, from, piece)) < 0) return rc;
+    }
+    post(c, 3 * g + 3);
+    /* Peers may still be reading my piece: the send buffer is the caller's again only when all are done
+     * (and only then is my own piece copied, in case it overlaps the send buffer without being it). */
+    if ((rc = wait_all(c, 3 * g + 3, deadline)) < 0) return rc;
+    if ((const uint8_t *)send != out + (size_t)me * piece) memmove(out + (size_t)me * piece, send, piece);
+    return BATON_OK;
+}
+
 int baton__shm_allgather(baton_comm *c, const void *send, void *recv, size_t count, baton_dtype dt,
                          uint64_t deadline) {
     if (count == 0) return BATON_OK;
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
+    /* Cross-memory attach from the cache-friendly size up, with no upper bound (unlike the all-reduce): it
+     * makes one copy of the peers' pieces where staging makes three. The choice depends only on what every
+     * rank agrees on (sizes, the node's vote), so all ranks take the same path. */
+    if (c->cma && count * esz * (size_t)L >= c->cma_min_bytes) return cma_allgather(c, send, recv, count, esz, deadline);
     size_t chunk = BATON_SHM_STAGE_BYTES / esz;
     size_t nchunks = (count + chunk - 1) / chunk;
     const uint8_t *in = send;
