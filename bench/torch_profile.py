@@ -8,8 +8,10 @@ baton.torch.DistributedOptimizer; alone: every rank trains its own copy with no 
 ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line of per-step medians (ms):
   step       wall time of one iteration (zero_grad + forward + backward + step)
   zero, fwd, bwd, opt   wall time of each phase (opt: optimizer.step(), with hvd's wait for the buckets)
-  cpu_main   CPU time of the training thread; cpu_other: of every other thread of the process (baton's
+  cpu_main   CPU time of the training thread (cpu_zero, cpu_fwd, cpu_bwd, cpu_opt: of each phase); cpu_other: of every other thread of the process (baton's
              comm thread, gloo's worker threads, the baton backend's completion thread)
+  faults     minor page faults of the process per step (memory the allocator returned to the kernel and
+             touched again)
   hvd:   hooks (time inside the gradient hooks, starting buckets included), sync (the wait in step() for
          the all-reduces), inner (the wrapped optimizer's own step), starts_ms (when in backward each bucket
          started, ms after backward began; bwd is when backward ended)
@@ -22,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -138,20 +141,22 @@ for i in range(args.warmup + args.steps):
     c0, p0 = time.thread_time(), time.process_time()
     t0 = now()
     opt.zero_grad()
-    t1 = now()
+    t1, ca = now(), time.thread_time()
     loss = loss_fn(net(x), y)
-    t2 = now()
+    t2, cb = now(), time.thread_time()
     loss.backward()
-    t3 = now()
+    t3, cc = now(), time.thread_time()
     opt.step()
     t4 = now()
     c1, p1 = time.thread_time(), time.process_time()
     if i == args.warmup - 1:
         cpu_at_start = thread_cpu()
+        faults_at_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     if i >= args.warmup:
         ms = 1e3
         rows.append({"step": (t4 - t0) * ms, "zero": (t1 - t0) * ms, "fwd": (t2 - t1) * ms, "bwd": (t3 - t2) * ms,
-                     "opt": (t4 - t3) * ms, "cpu_main": (c1 - c0) * ms, "cpu_other": ((p1 - p0) - (c1 - c0)) * ms,
+                     "opt": (t4 - t3) * ms, "cpu_main": (c1 - c0) * ms,
+                     "cpu_zero": (ca - c0) * ms, "cpu_fwd": (cb - ca) * ms, "cpu_bwd": (cc - cb) * ms, "cpu_opt": (c1 - cc) * ms, "cpu_other": ((p1 - p0) - (c1 - c0)) * ms,
                      "hooks": marks["hooks"] * ms, "sync": marks["sync"] * ms, "inner": marks["inner"] * ms,
                      "pg_ms": marks["pg"] * ms, "pg_calls": marks["pg_calls"],
                      "starts_ms": [(s - t2) * ms for s in marks["starts"]],
@@ -169,7 +174,7 @@ def med_list(key):
 
 
 out = {"mode": args.mode, "rank": rank, "steps": len(rows)}
-for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_other"):
+for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_zero", "cpu_fwd", "cpu_bwd", "cpu_opt", "cpu_other"):
     out[k] = med(k)
 if args.mode == "hvd":
     out.update(hooks=med("hooks"), sync=med("sync"), inner=med("inner"), starts_ms=med_list("starts_ms"))
@@ -182,6 +187,7 @@ if args.mode in ("gloo", "baton"):
                   if k in d}
     out["ddp_buckets"] = d.get("bucket_sizes")
 out["threads_ms"] = thread_cpu(cpu_at_start)
+out["faults"] = round((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_at_start) / args.steps, 1)
 out["samples_per_sec"] = round(args.batch * world / (out["step"] / 1e3))
 if rank == 0:
     print(json.dumps(out), flush=True)

@@ -3,9 +3,12 @@
     baton run -n 2 -- /usr/bin/python3 examples/torch_mnist.py                 # hvd.DistributedOptimizer
     baton run -n 2 -- /usr/bin/python3 examples/torch_mnist.py --ddp baton     # torch DDP, backend "baton"
     baton run -n 2 -- /usr/bin/python3 examples/torch_mnist.py --ddp gloo      # torch DDP, backend "gloo"
+    baton run -n 2 -- /usr/bin/python3 examples/torch_mnist.py --alone         # no communication at all
 
 A Horovod script with its import changed: `import baton.torch as hvd`. The --ddp variants are an ordinary
 DDP script whose init_process_group names the backend (importing baton.torch registers "baton").
+--alone is the benchmarks' ceiling: every rank trains its own copy of the model on its shard with no gradient
+communication at all (the same loop, processes and CPU binding), so no data-parallel way can be faster.
 Options: --epochs E (default 1), --steps S (stop after S steps; with --warmup W, time only steps after W),
 --batch B per rank (128), --lr, --threads T (compute threads per worker, default 1), --json (rank 0 prints
 one JSON line: samples_per_sec, final_loss, test_accuracy, world_size). Data: Debian's
@@ -26,6 +29,7 @@ import baton.torch as hvd
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--ddp", choices=["baton", "gloo"], help="torch DDP over this backend instead of hvd")
+ap.add_argument("--alone", action="store_true", help="no gradient communication: the benchmarks' ceiling")
 ap.add_argument("--epochs", type=int, default=1)
 ap.add_argument("--steps", type=int, default=0)
 ap.add_argument("--warmup", type=int, default=0)
@@ -59,7 +63,11 @@ torch.manual_seed(1)
 model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                             torch.nn.Linear(1024, 10))
 opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-if args.ddp:
+if args.ddp and args.alone:
+    sys.exit("torch_mnist: --alone and --ddp exclude each other")
+if args.alone:
+    net = model
+elif args.ddp:
     dist.init_process_group(args.ddp)
     net = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
 else:
@@ -96,7 +104,7 @@ with torch.no_grad():
     acc = (model(x_test).argmax(1) == y_test).float().mean().item()
 result = {"samples_per_sec": timed * args.batch * world / seconds, "final_loss": loss.item(),
           "test_accuracy": acc, "world_size": world, "steps": step,
-          "mode": "ddp-" + args.ddp if args.ddp else "hvd.DistributedOptimizer"}
+          "mode": "ddp-" + args.ddp if args.ddp else "alone" if args.alone else "hvd.DistributedOptimizer"}
 if rank == 0:
     if args.json:
         print(json.dumps(result), flush=True)
