@@ -1,4 +1,4 @@
-/* test_util.c: status table, strict parsing, deadlines, and the harness itself. */
+/* test_util.c: status table, the median, strict parsing, deadlines, and the harness itself. */
 #include <stdint.h>
 
 #include "harness.h"
@@ -17,6 +17,15 @@ TEST(fail_records_detail_and_context) {
     ASSERT_STR_EQ(baton_last_error(), "key length 300 exceeds 256");
     baton__fail_ctx(rc, "store: ");
     ASSERT_STR_EQ(baton_last_error(), "store: key length 300 exceeds 256");
+}
+
+TEST(median_of_odd_even_and_empty) {
+    double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2}, one[] = {7};
+    ASSERT_NEAR(baton__median(odd, 3), 3.0, 0);
+    ASSERT_TRUE(odd[0] == 1 && odd[1] == 3 && odd[2] == 5);   /* sorted in place */
+    ASSERT_NEAR(baton__median(even, 4), 2.5, 0);
+    ASSERT_NEAR(baton__median(one, 1), 7.0, 0);
+    ASSERT_NEAR(baton__median(NULL, 0), 0.0, 0);
 }
 
 TEST(parse_long_is_strict) {

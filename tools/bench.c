@@ -350,17 +350,6 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     return BATON_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0..n) (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double busbw_factor(bench_coll coll, int n) {
     switch (coll) {
     case B_ALLREDUCE: return 2.0 * (n - 1) / n;
@@ -453,7 +442,7 @@ int baton_cmd_bench(int argc, char **argv) {
                 status = 1;
             }
             for (int ai = 0; ai < o.nalgos && rc >= 0 && rank == 0; ai++) {
-                double t = median(ts[ai], (int)o.rounds);
+                double t = baton__median(ts[ai], (size_t)o.rounds);
                 long wrong = wrongs[ai];
                 baton_algo algo_used = used[ai];
                 size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);

@@ -304,7 +304,7 @@ static void stats_of(const run_data *r, int k, double *tmp, rank_stats *s) {
             tmp[i] = 0;
             for (int z = 0; z < 3 && fields[q][z] >= 0; z++) tmp[i] += f[fields[q][z]];
         }
-        *out[q] = tm_median(tmp, m);
+        *out[q] = baton__median(tmp, m);
         if (q == 0) {   /* tmp is sorted now */
             s->p10 = pct(tmp, m, 0.10);
             s->p25 = pct(tmp, m, 0.25);

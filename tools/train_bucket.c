@@ -54,7 +54,7 @@ int train_bucket_auto_step(train_bucket_auto *a, double exposed_ms) {
     if (++a->idx < a->n) return rebuild(a, a->caps[a->idx]);
     /* every cap tried: the slowest rank's median for each (its first step left out: a new engine warms up) */
     double med[TB_MAX_CAPS];
-    for (int c = 0; c < a->n; c++) med[c] = tm_median(a->samples[c] + 1, a->steps_per - 1);
+    for (int c = 0; c < a->n; c++) med[c] = baton__median(a->samples[c] + 1, a->steps_per - 1);
     int rc = baton_allreduce(a->comm, med, med, (size_t)a->n, BATON_F64, BATON_MAX);
     if (rc < 0) return rc;
     int best = 0;

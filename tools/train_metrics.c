@@ -160,17 +160,6 @@ void train_metrics_free(train_metrics *m) {
 
 /* ---- diagnosis --------------------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double tm_median(double *v, long n) {
-    if (n <= 0) return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Quantile q (0.5: the median) over steps [lo, n) of rank r of the sum of the given fields. */
 static double rank_quantile(const double *rec, long n, long lo, int r, const int *fields, int nf, double *tmp,
                             double q) {
@@ -181,8 +170,8 @@ static double rank_quantile(const double *rec, long n, long lo, int r, const int
         for (int j = 0; j < nf; j++) s += f[fields[j]];
         tmp[k++] = s;
     }
-    if (q == 0.5 || k == 0) return tm_median(tmp, k);
-    tm_median(tmp, k);   /* sorts */
+    if (q == 0.5 || k == 0) return baton__median(tmp, k);
+    baton__median(tmp, k);   /* sorts */
     return tmp[(long)(q * (double)(k - 1))];
 }
 
@@ -226,7 +215,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     for (int r = 0; r < world; r++) {
         long k = 0;
         for (long i = lo; i < n; i++) tmp[k++] = LOST(F(r, i));
-        waited[r] = tm_median(tmp, k);
+        waited[r] = baton__median(tmp, k);
         work[r] = rank_quantile(rec, n, lo, r, f_work, 4, tmp, 0.5);   /* its own work: data + compute */
         step[r] = rank_quantile(rec, n, lo, r, f_step, 1, tmp, 0.5);
         data[r] = rank_quantile(rec, n, lo, r, f_data, 1, tmp, 0.5);
@@ -253,23 +242,23 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
             int m = 0;
             for (int r = 0; r < world; r++)
                 if (r != slow) others[m++] = F(r, i)[TM_WAIT];
-            tmp[k++] = tm_median(others, m) - F(slow, i)[TM_WAIT];
+            tmp[k++] = baton__median(others, m) - F(slow, i)[TM_WAIT];
         }
         free(others);
-        d->late_ms = k ? tm_median(tmp, k) : 0.0;
+        d->late_ms = k ? baton__median(tmp, k) : 0.0;
         k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = work[r];
-        d->others_work_ms = tm_median(tmp, k);
+        d->others_work_ms = baton__median(tmp, k);
         k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = cpu[r];
-        double others_cpu = tm_median(tmp, k);
+        double others_cpu = baton__median(tmp, k);
         d->cpu_ratio = others_cpu > 0 ? cpu[slow] / others_cpu : 0.0;
         k = 0;
         for (int r = 0; r < world; r++)
             if (r != slow) tmp[k++] = step[r] > 0 ? 100.0 * waited[r] / step[r] : 0.0;
-        d->others_wait_pct = tm_median(tmp, k);
+        d->others_wait_pct = baton__median(tmp, k);
         d->last = slow;
         d->last_pct = 100.0 * last[slow] / (double)(n - lo);
         /* its work as the others see it: their own work plus the time they wait for it */
@@ -279,8 +268,8 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
 #undef LOST
 #undef F
     for (int r = 0; r < world; r++) tmp[r] = step[r] > 0 ? 100.0 * data[r] / step[r] : 0.0;
-    d->data_pct = tm_median(tmp, world);
-    d->input_bound = d->data_pct >= INPUT_BOUND_PCT && tm_median(data, world) >= INPUT_BOUND_MS;
+    d->data_pct = baton__median(tmp, world);
+    d->input_bound = d->data_pct >= INPUT_BOUND_PCT && baton__median(data, world) >= INPUT_BOUND_MS;
     double c = 0, e = 0, s = 0;
     for (int r = 0; r < world; r++) {
         c += rank_quantile(rec, n, lo, r, f_comp, 3, tmp, 0.5);
@@ -290,7 +279,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
     d->compute_pct = s > 0 ? 100.0 * c / s : 0.0;
     d->exposed_pct = s > 0 ? 100.0 * e / s : 0.0;
     for (int r = 0; r < world; r++) tmp[r] = step[r];
-    d->step_ms = tm_median(tmp, world);
+    d->step_ms = baton__median(tmp, world);
 
     size_t len = 0;
 #define SAY(...) len += (size_t)snprintf(d->text + len, len < sizeof d->text ? sizeof d->text - len : 0, __VA_ARGS__)
@@ -306,7 +295,7 @@ void tm_diagnose(const double *rec, int world, long n, tm_diagnosis *d) {
             d->last, d->cpu_ratio);
     if (d->input_bound)
         SAY("input pipeline: the ranks wait %.0f %% of each step for batches (median %.1f ms of %.1f ms); the loader "
-            "cannot keep up with the step. ", d->data_pct, tm_median(data, world), d->step_ms);
+            "cannot keep up with the step. ", d->data_pct, baton__median(data, world), d->step_ms);
     if (d->straggler < 0 && !d->input_bound) {
         if (world > 1)
             SAY("no straggler (the rank most often last, rank %d, was last in %.0f %% of the steps and is %.2fx the "

@@ -112,7 +112,6 @@ typedef struct {
     int oom;
 } tm_sbuf;
 void tm_put(tm_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-double tm_median(double *v, long n);   /* sorts v */
 #define TM_WARMUP_STEPS 2              /* steps left out of the medians (first touches, thread start) */
 
 /* The diagnosis from every rank's records (rec: world blocks of n x TM_NF, TM_WAIT filled in). */

@@ -24,12 +24,13 @@
 
 #define TUNING_KEY "baton/tuning"
 
-/* Rank 0: the JSON text to publish ("" for none). */
-static int rank0_text(char **out) {
+/* Rank 0: the JSON text to publish (NULL for none); *first: BATON_TUNING=calibrate. */
+static int rank0_text(char **out, int *first) {
     *out = NULL;
     const char *env = getenv("BATON_TUNING");
     char path[600];
-    int explicit_file = env && *env && strcmp(env, "calibrate") != 0;
+    *first = env && !strcmp(env, "calibrate");
+    int explicit_file = env && *env && !*first;
     if (explicit_file && !strcmp(env, "off")) return BATON_OK;
     if (explicit_file)
         snprintf(path, sizeof path, "%s", env);
@@ -60,14 +61,13 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
     size_t len = 0;
     int rc;
     if (c->rank == 0) {
-        if ((rc = rank0_text(&text)) < 0) {
+        int first;
+        if ((rc = rank0_text(&text, &first)) < 0) {
             /* the others wait for the key: give them an empty one, then fail here */
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;
         }
         /* "+" first: BATON_TUNING=calibrate (rank 0's setting decides for every rank) */
-        const char *env = getenv("BATON_TUNING");
-        int first = env && !strcmp(env, "calibrate");
         char *pub = malloc((text ? strlen(text) : 0) + 2);
         if (!pub) {
             free(text);
@@ -273,12 +273,7 @@ int baton__autotune_first_use(baton_comm *c) {
         for (int s = 0; s < ns && rc >= 0; s++) {
             double v[FIRST_ROUNDS];
             for (int r = 0; r < FIRST_ROUNDS; r++) v[r] = tmax[(r * n + a) * ns + s];
-            for (int i = 1; i < FIRST_ROUNDS; i++) /* insertion sort: the median */
-                for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-                    double x = v[j];
-                    v[j] = v[j - 1], v[j - 1] = x;
-                }
-            rc = baton__tuning_add(&fresh, link, cands[a], c->world, (double)sizes[s], v[FIRST_ROUNDS / 2]);
+            rc = baton__tuning_add(&fresh, link, cands[a], c->world, (double)sizes[s], baton__median(v, FIRST_ROUNDS));
         }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     fresh.cpus = cpus > 0 ? (int)cpus : 0;

@@ -113,6 +113,9 @@ static inline uint64_t baton__get_le64(const uint8_t *p) {
     return v;
 }
 
+/* The median of v[0..n) (sorts v in place; the mean of the middle two for even n; 0 for n == 0). */
+double baton__median(double *v, size_t n);
+
 /* Reads / writes exactly n bytes on a blocking fd, retrying EINTR and short transfers. Return BATON_OK,
  * BATON_EPEERDEAD on EOF / reset, BATON_ESYS otherwise. */
 int baton__read_full(int fd, void *buf, size_t n);
