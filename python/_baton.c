@@ -626,12 +626,14 @@ static PyObject *py_broadcast_async(PyObject *self, PyObject *args, PyObject *kw
 
 /* ---- SharedBuffer: memory the node's ranks share; collectives on it skip baton's staging copy ---- */
 
-typedef struct {
+typedef struct SharedBufferObject {
     PyObject_HEAD
     void *ptr;
     Py_ssize_t bytes;
     Py_ssize_t exports; /* live buffer views */
+    struct SharedBufferObject *next, *prev; /* the live ones, for _owns (under the GIL) */
 } SharedBufferObject;
+static SharedBufferObject *g_sb_live;
 
 static int sb_getbuffer(SharedBufferObject *b, Py_buffer *view, int flags) {
     if (PyBuffer_FillInfo(view, (PyObject *)b, b->ptr, b->bytes, 0, flags) < 0) return -1;
@@ -648,6 +650,9 @@ static PyBufferProcs sb_as_buffer = {
 };
 
 static void sb_dealloc(SharedBufferObject *b) {
+    if (b->prev) b->prev->next = b->next;
+    else if (g_sb_live == b) g_sb_live = b->next;
+    if (b->next) b->next->prev = b->prev;
     if (b->ptr && g_comm) {
         baton_comm *c = g_comm;
         void *p = b->ptr;
@@ -698,6 +703,7 @@ static PyObject *py_buffer(PyObject *self, PyObject *args) {
     b->ptr = NULL;
     b->bytes = n;
     b->exports = 0;
+    b->next = b->prev = NULL;
     void *p;
     RUN(p, baton_buffer_alloc(c, (size_t)n));
     if (!p) {
@@ -706,7 +712,58 @@ static PyObject *py_buffer(PyObject *self, PyObject *args) {
     }
     b->ptr = p;
     g_live_buffers++;
+    b->next = g_sb_live;
+    if (g_sb_live) g_sb_live->prev = b;
+    g_sb_live = b;
     return (PyObject *)b;
+}
+
+/* _attach(address, nbytes, fd): baton_buffer_attach (collective; fd -1 when this rank has nothing to attach).
+ * baton.torch's process group attaches DDP's bucket storages once torch shares them through a file. */
+static PyObject *py_attach(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long addr;
+    Py_ssize_t n;
+    int fd;
+    if (!PyArg_ParseTuple(args, "Kni:_attach", &addr, &n, &fd)) return NULL;
+    baton_comm *c = need_comm();
+    if (!c) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "baton._attach: the size must not be negative");
+        return NULL;
+    }
+    int rc;
+    RUN(rc, baton_buffer_attach(c, (void *)(uintptr_t)addr, (size_t)n, fd));
+    if (rc < 0) return raise_status(rc, "baton._attach");
+    Py_RETURN_NONE;
+}
+
+/* _owns(address, nbytes): does [address, address + nbytes) overlap a live SharedBuffer (baton.buffer)? */
+static PyObject *py_owns(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long addr;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "Kn:_owns", &addr, &n)) return NULL;
+    for (SharedBufferObject *b = g_sb_live; b; b = b->next) {
+        uintptr_t lo = (uintptr_t)b->ptr, hi = lo + (uintptr_t)b->bytes;
+        if ((uintptr_t)addr < hi && (uintptr_t)addr + (uintptr_t)n > lo) Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *py_detach(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long addr;
+    if (!PyArg_ParseTuple(args, "K:_detach", &addr)) return NULL;
+    baton_comm *c = g_comm;
+    if (c) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&g_lock);
+        baton_buffer_detach(c, (void *)(uintptr_t)addr);
+        pthread_mutex_unlock(&g_lock);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
 }
 
 /* baton.torch calls this once: torch.Tensor and {torch.float32: 0, ...}. */
@@ -758,6 +815,9 @@ static PyMethodDef methods[] = {
     {"buffer", py_buffer, METH_VARARGS, "buffer(nbytes) -> SharedBuffer (collective: same size on every rank)"},
     {"dtype_size", py_dtype_size, METH_O, NULL},
     {"_register_torch", py_register_torch, METH_VARARGS, NULL},
+    {"_attach", py_attach, METH_VARARGS, "_attach(address, nbytes, fd): baton_buffer_attach (collective)"},
+    {"_owns", py_owns, METH_VARARGS, "_owns(address, nbytes): inside a live baton.buffer?"},
+    {"_detach", py_detach, METH_VARARGS, "_detach(address): baton_buffer_detach"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -132,6 +132,15 @@ int baton_test(baton_work *work, int *done);
 /* ---- buffers in shared memory: collectives on them skip the copy into baton's staging area ---- */
 void *baton_buffer_alloc(baton_comm *comm, size_t bytes);  /* NULL on failure; same size on every rank */
 void baton_buffer_free(baton_comm *comm, void *buf);
+/* Collective: makes memory the caller already shares through a file behave like baton_buffer_alloc's.
+ * [buf, buf + bytes) must be a MAP_SHARED mapping of fd from file offset 0 (e.g. a memfd, or a torch storage
+ * after share_memory_()); every rank passes the same bytes. The local peers map it through
+ * /proc/<pid>/fd/<fd> (the same permission cross-memory attach needs). A rank with nothing to attach passes
+ * fd = -1: then nobody attaches, and every rank gets BATON_EUNSUPPORTED. On a failure no rank has attached.
+ * The memory stays the caller's: baton_buffer_detach (local, not collective; every rank must detach the
+ * same buffers at the same point of the program) before unmapping it. */
+int baton_buffer_attach(baton_comm *comm, void *buf, size_t bytes, int fd);
+void baton_buffer_detach(baton_comm *comm, void *buf);
 
 /* ---- per-call choices (a forced algorithm that the transport cannot run fails with EUNSUPPORTED) ---- */
 void baton_comm_set_algo(baton_comm *comm, baton_algo algo);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm/algo.h"
@@ -540,20 +541,154 @@ fail:
     return NULL;
 }
 
+/* Unlinks b from the list and unmaps what this rank mapped for it (an attached buffer's own memory is the
+ * caller's). The comm thread reads the list while it runs queued work: the caller drains the queue first. */
+static void buffer_forget(baton_comm *c, baton_shm_buffer **pp) {
+    baton_shm_buffer *b = *pp;
+    *pp = b->next;
+    if (!b->peer) {
+        if (!b->attached) free(b->local);
+    } else {
+        for (int q = 0; q < c->local_size; q++)
+            if (b->peer[q] && !(b->attached && b->peer[q] == b->local)) munmap(b->peer[q], b->bytes);
+        free(b->peer);
+    }
+    free(b);
+}
+
+/* Waits until the comm thread has finished everything queued (it may be reading the buffer list). */
+static void drain(baton_comm *c) {
+    if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&c->mu);
+    while (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
 void baton_buffer_free(baton_comm *c, void *p) {
     if (!c || !p) return;
-    for (baton_shm_buffer **pp = &c->buffers; *pp; pp = &(*pp)->next) {
-        baton_shm_buffer *b = *pp;
-        if (b->local != p) continue;
-        *pp = b->next;
-        if (!b->peer) {
-            free(b->local);
-        } else {
-            for (int q = 0; q < c->local_size; q++)
-                if (b->peer[q]) munmap(b->peer[q], b->bytes);
-            free(b->peer);
+    drain(c);
+    for (baton_shm_buffer **pp = &c->buffers; *pp; pp = &(*pp)->next)
+        if ((*pp)->local == p) {
+            buffer_forget(c, pp);
+            return;
         }
-        free(b);
-        return;
+}
+
+void baton_buffer_detach(baton_comm *c, void *p) {
+    if (!c || !p) return;
+    drain(c);
+    for (baton_shm_buffer **pp = &c->buffers; *pp; pp = &(*pp)->next)
+        if ((*pp)->attached && (*pp)->local == p) {
+            buffer_forget(c, pp);
+            return;
+        }
+}
+
+/* Maps local rank q's attached file (its fd, read through /proc) and checks its first bytes against what q
+ * published. NULL, with the reason in baton's error, if it cannot. */
+static uint8_t *attach_peer(baton_comm *c, int q, int64_t fd, size_t bytes, int64_t first) {
+    int pid = (int)baton__shm_rank_block(c->shm, q)->pid;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%lld", pid, (long long)fd);
+    int pfd = open(path, O_RDWR | O_CLOEXEC);
+    if (pfd < 0) {
+        baton__fail(BATON_ESYS, "cannot open rank %d's file %s: %s", c->local_ranks[q], path, strerror(errno));
+        return NULL;
     }
+    struct stat st;
+    uint8_t *m = MAP_FAILED;
+    if (fstat(pfd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= bytes)
+        m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    else
+        errno = EINVAL;
+    int err = errno;
+    close(pfd);
+    if (m == MAP_FAILED) {
+        baton__fail(BATON_ESYS, "cannot map %zu bytes of rank %d's file %s: %s", bytes, c->local_ranks[q], path,
+                    strerror(err));
+        return NULL;
+    }
+    int64_t seen = 0;
+    memcpy(&seen, m, bytes < sizeof seen ? bytes : sizeof seen);
+    if (seen != first) {
+        munmap(m, bytes);
+        baton__fail(BATON_EINVAL, "rank %d's fd %lld is not the memory it attached (its first bytes differ)",
+                    c->local_ranks[q], (long long)fd);
+        return NULL;
+    }
+    return m;
+}
+
+int baton_buffer_attach(baton_comm *c, void *buf, size_t bytes, int fd) {
+    if (!c) return baton__fail(BATON_EINVAL, "baton_buffer_attach: communicator is NULL");
+    if (c->world == 1) return BATON_OK; /* nobody to share with */
+    uint8_t *p = buf;
+    size_t off;
+    /* what this rank offers: its fd, the size, its first bytes (the peers check they mapped the right file) */
+    int64_t mine[3] = {fd, (int64_t)bytes, 0};
+    const char *why = NULL;
+    if (fd < 0 || !p || !bytes) why = "nothing to attach";
+    else if (baton__shm_find_buffer(c, p, 1, &off) || baton__shm_find_buffer(c, p + bytes - 1, 1, &off))
+        why = "the memory overlaps a shared buffer";
+    if (why) mine[0] = -1;
+    else memcpy(&mine[2], p, bytes < sizeof mine[2] ? bytes : sizeof mine[2]);
+    int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)c->world);
+    if (!all) return baton__fail(BATON_ENOMEM, "baton_buffer_attach: out of memory");
+    int rc = baton_allgather(c, mine, all, 3, BATON_I64);
+    if (rc < 0) {
+        free(all);
+        return rc;
+    }
+    for (int r = 0; r < c->world; r++) {
+        if (all[3 * r] < 0) {
+            free(all);
+            return why ? baton__fail(BATON_EUNSUPPORTED, "baton_buffer_attach: %s", why)
+                       : baton__fail(BATON_EUNSUPPORTED, "baton_buffer_attach: rank %d had nothing to attach", r);
+        }
+        if (all[3 * r + 1] != (int64_t)bytes) {
+            rc = baton__fail(BATON_EINVAL, "baton_buffer_attach: ranks attach different sizes (%zu bytes here, %lld "
+                                           "on rank %d)", bytes, (long long)all[3 * r + 1], r);
+            free(all);
+            return rc;
+        }
+    }
+    baton_shm_buffer *b = NULL;
+    int ok = 1;
+    if (c->shm) {
+        b = calloc(1, sizeof *b);
+        if (b) b->peer = calloc((size_t)c->local_size, sizeof *b->peer);
+        ok = b && b->peer;
+        if (!ok) baton__fail(BATON_ENOMEM, "baton_buffer_attach: out of memory");
+        for (int q = 0; ok && q < c->local_size; q++) {
+            int r = c->local_ranks[q];
+            b->peer[q] = q == c->local_rank ? p : attach_peer(c, q, all[3 * r], bytes, all[3 * r + 2]);
+            ok = b->peer[q] != NULL;
+        }
+    }
+    free(all);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", ok ? "" : baton_last_error());
+    int64_t flag = ok, all_ok = 0;
+    rc = baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN);
+    if (rc >= 0 && !all_ok)
+        rc = ok ? baton__fail(BATON_ESYS, "baton_buffer_attach: a local rank could not map this rank's memory")
+                : baton__fail(BATON_ESYS, "baton_buffer_attach: %s", detail);
+    if (rc < 0 || !b) {
+        if (b) {
+            b->attached = 1;
+            b->local = p;
+            b->bytes = bytes;
+            b->next = NULL;
+            baton_shm_buffer *one = b;
+            buffer_forget(c, &one);
+        }
+        return rc < 0 ? rc : BATON_OK;
+    }
+    b->local = p;
+    b->bytes = bytes;
+    b->attached = 1;
+    drain(c);
+    b->next = c->buffers;
+    c->buffers = b;
+    return BATON_OK;
 }

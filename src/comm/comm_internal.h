@@ -46,6 +46,7 @@ typedef struct baton_shm_buffer {
     uint8_t *local;                /* this rank's mapping of its own buffer */
     size_t bytes;
     uint8_t **peer;                /* [local_size] every local rank's buffer, mapped here */
+    int attached;                  /* from baton_buffer_attach: `local` is the caller's, never unmapped here */
 } baton_shm_buffer;
 
 #define BATON_AUTOTUNE_CACHE 64

@@ -18,6 +18,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+import baton
 import baton.torch as hvd
 
 torch.set_num_threads(1)
@@ -150,6 +151,40 @@ mg = ddp_run(gloo)
 mb = ddp_run(None)
 compare(mb, mg, "DDP over baton against DDP over gloo")
 compare(mg, ref, "DDP over gloo against one process")
+
+# ---- DDP's buckets attached to baton (zero-copy; by default only from 1 MiB, here from 0 bytes) ----
+from baton.torch import c10d  # noqa: E402
+
+pg = dist.group.WORLD
+pg._attach_min = 0
+n_attached = len(c10d._attached)
+mz = ddp_run(None)
+compare(mz, mg, "DDP over baton with its buckets attached against DDP over gloo")
+check(len(c10d._attached) > n_attached, "DDP's bucket was attached (%d -> %d)" % (n_attached, len(c10d._attached)))
+t = torch.full((1000,), float(R))
+for i in range(3):  # seen, attached (moved to shared memory in place), zero-copy
+    t.fill_(float(R + i))
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((1000,), float(sum(r + i for r in range(W))))), "all_reduce #%d of a tensor" % i)
+check(getattr(t, "_baton_attach", None) == "attached" and t.is_shared(), "a reused tensor is attached")
+# a tensor in a baton.buffer stays there (never moved into torch's shared memory)
+sb = baton.buffer(4000)
+bt = torch.frombuffer(sb, dtype=torch.float32)
+for i in range(3):
+    bt.fill_(1.0)
+    dist.all_reduce(bt)
+check(getattr(bt, "_baton_attach", None) == "refused" and torch.equal(torch.frombuffer(sb, dtype=torch.float32), bt)
+      and torch.equal(bt, torch.full((1000,), float(W))), "a baton.buffer tensor is not moved")
+del bt, sb
+# rank 0 passes a view (cannot be attached), the others whole tensors: nobody attaches, the results are right
+big = torch.zeros(2000)
+v = big[1000:] if R == 0 else torch.zeros(1000)
+for i in range(3):
+    v.fill_(float(R))
+    dist.all_reduce(v)
+    check(torch.equal(v, torch.full((1000,), W * (W - 1) / 2.0)), "all_reduce #%d, view on rank 0" % i)
+check(getattr(v, "_baton_attach", None) == "refused", "no rank attaches when one cannot")
+pg._attach_min = c10d._attach_min()
 compare(m_hvd := hvd_run()[0], mg, "DistributedOptimizer against DDP over gloo")
 del m_hvd
 

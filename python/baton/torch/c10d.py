@@ -16,8 +16,20 @@ Completion: each asynchronous collective gets a torch.futures.Future; one waiter
 waits for baton's handles in order (the GIL is released while it waits) and completes the futures, which
 is what the reducer waits on. Work objects stay referenced until they are finished and a while after, so
 C++ callers that hold only the C++ side still reach the Python methods.
+
+Zero-copy buckets: DDP allocates its gradient buckets itself (private memory), so baton would read the peer's
+bucket with process_vm_readv (cross-memory attach). The second time the same bucket tensor (the same Python
+object: DDP passes the same bucket every step) of at least BATON_TORCH_ATTACH_MIN bytes (default 1 MiB;
+"off" disables) comes to allreduce, and the tensor is the whole of its storage, the group moves the storage
+into shared memory in place (Tensor.share_memory_(): torch swaps the storage's memory, so DDP's views of the
+bucket follow, contents kept) and attaches it to baton (baton_buffer_attach: the local peers map it through
+the file torch keeps open). From then on its all-reduce runs in place in shared memory like
+DistributedOptimizer's slab, with no copy through the kernel. Deciding is collective: every rank attaches at
+the same call or none does (a rank that cannot passes fd -1). At most _ATTACH_MAX storages stay attached
+(kept alive by the module until exit or until detached, oldest first, at the same call on every rank).
 """
 import collections
+import os
 import queue
 import threading
 
@@ -36,6 +48,61 @@ def _baton_op(reduce_op):
         if hasattr(dist.ReduceOp, name) and reduce_op == getattr(dist.ReduceOp, name):
             return op
     raise ValueError("the baton backend supports ReduceOp SUM, PRODUCT, MIN, MAX and AVG, not %s" % (reduce_op,))
+
+
+_ATTACH_MAX = 16
+_attached = collections.deque()  # tensors whose storages are attached, oldest first (kept alive: see above)
+_attach_state = {"broken": False}
+
+
+def _attach_min():
+    v = os.environ.get("BATON_TORCH_ATTACH_MIN", "")
+    if v == "":
+        return 1 << 20
+    if v == "off":
+        return None
+    try:
+        n = int(v)
+        if n < 0:
+            raise ValueError
+        return n
+    except ValueError:
+        raise ValueError("BATON_TORCH_ATTACH_MIN='%s' must be a number of bytes (0 or more) or 'off'" % v) from None
+
+
+def _maybe_attach(t, nbytes):
+    """Second call with the same tensor: move its storage to shared memory and attach it (collective)."""
+    mark = getattr(t, "_baton_attach", None)
+    if mark is None:
+        t._baton_attach = "seen"
+        return
+    if mark != "seen":
+        return  # attached, detached or refused: nothing to decide again
+    fd = -1
+    try:
+        st = t.storage().untyped()
+        if (t.storage_offset() == 0 and st.nbytes() == nbytes and not _baton._owns(t.data_ptr(), nbytes)):
+            t.share_memory_()
+            fd, size = t.storage().untyped()._share_fd_cpu_()
+            if size < nbytes:
+                fd = -1
+    except (RuntimeError, AttributeError, TypeError):
+        fd = -1  # e.g. shared already by file name: every rank still takes part, with nothing to attach
+    try:
+        _baton._attach(t.data_ptr(), nbytes, fd)
+    except baton.Error as e:
+        if e.status not in ("BATON_EUNSUPPORTED", "BATON_ESYS", "BATON_EINVAL"):
+            raise
+        t._baton_attach = "refused"
+        if e.status == "BATON_ESYS":  # /proc or mmap refused on some rank: every rank stops trying
+            _attach_state["broken"] = True
+        return
+    t._baton_attach = "attached"
+    _attached.append(t)
+    if len(_attached) > _ATTACH_MAX:
+        old = _attached.popleft()
+        _baton._detach(old.data_ptr())
+        old._baton_attach = "detached"
 
 
 def _check(t, what):
@@ -80,6 +147,7 @@ class ProcessGroupBaton(dist.ProcessGroup):
         super().__init__(rank, size)
         self._queue = queue.Queue()
         self._recent = collections.deque(maxlen=256)  # finished works still referenced (see module doc)
+        self._attach_min = _attach_min()
         self._thread = threading.Thread(target=self._complete, name="baton-c10d-waiter", daemon=True)
         self._thread.start()
 
@@ -130,6 +198,9 @@ class ProcessGroupBaton(dist.ProcessGroup):
         for t in tensors:
             _check(t, "the all-reduce tensor")
             if t.is_contiguous():
+                nbytes = t.numel() * t.element_size()
+                if (self._attach_min is not None and nbytes >= max(self._attach_min, 1) and not _attach_state["broken"]):
+                    _maybe_attach(t, nbytes)
                 handles.append(_baton.allreduce_async_into(t, t, op))
             else:
                 c = t.contiguous()
