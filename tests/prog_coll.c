@@ -1,7 +1,7 @@
 /* prog_coll.c: a worker for the collective matrix, started under `baton run` by test_coll.c.
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
- *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--expect-algo A]
+ *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--attach] [--expect-algo A]
  *             [--roots K] [--allgather-shmem]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "baton/comm.h"
 #include "comm/comm_internal.h"
@@ -181,10 +183,54 @@ static void allgather_shmem(baton_comm *c) {
     free(buf);
 }
 
+/* --attach: baton_buffer_attach on a memfd (what baton.torch does with DDP's buckets): in-place all-reduces
+ * on it are right and take the direct path; a second attach of the same memory, a rank with nothing to attach
+ * and ranks with different sizes fail on every rank; after baton_buffer_detach the all-reduce is still right. */
+static void attach_checks(baton_comm *c) {
+    size_t count = 262147, bytes = count * sizeof(float); /* odd, over a megabyte, not a page multiple */
+    int fd = memfd_create("prog_coll", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) fail_rc("memfd", BATON_ESYS);
+    float *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (buf == MAP_FAILED) fail_rc("mmap", BATON_ESYS);
+    for (size_t i = 0; i < count; i++) buf[i] = (float)val(BATON_SUM, rank_, i, 1);
+    int rc = baton_buffer_attach(c, buf, bytes, fd);
+    if (rc < 0) fail_rc("baton_buffer_attach", rc);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < count; i++) buf[i] = (float)val(BATON_SUM, rank_, i, round);
+        if ((rc = baton_allreduce(c, buf, buf, count, BATON_F32, BATON_SUM)) < 0) fail_rc("allreduce attached", rc);
+        for (size_t i = 0; i < count; i++) expect("allreduce attached", BATON_F32, buf, i, reference(BATON_F32, BATON_SUM, world_, i, round));
+        if (world_ > 1 && baton_comm_last_algo(c) != BATON_ALGO_DIRECT && failures++ < 8)
+            fprintf(stderr, "prog_coll: rank %d: attached all-reduce used %s, not direct\n", rank_,
+                    baton_algo_name(baton_comm_last_algo(c)));
+        checks++;
+    }
+    struct { const char *what; size_t bytes; int fd, want; } bad[] = {
+        {"attaching the same memory twice", bytes, fd, BATON_EUNSUPPORTED},
+        {"rank 0 with nothing to attach", bytes, rank_ == 0 ? -1 : fd, BATON_EUNSUPPORTED},
+        {"ranks with different sizes", rank_ == 0 ? bytes - 4096 : bytes, fd, BATON_EINVAL},
+    };
+    baton_buffer_detach(c, buf);
+    for (int k = 0; k < 3; k++) {
+        if (k == 0 && (rc = baton_buffer_attach(c, buf, bytes, fd)) < 0) fail_rc("baton_buffer_attach again", rc);
+        rc = baton_buffer_attach(c, buf, bad[k].bytes, bad[k].fd);
+        if (world_ > 1 && rc != bad[k].want && failures++ < 8)
+            fprintf(stderr, "prog_coll: rank %d: %s: status %s, expected %s\n", rank_, bad[k].what, baton_strerror(rc),
+                    baton_strerror(bad[k].want));
+        if (k == 0) baton_buffer_detach(c, buf);
+        checks++;
+    }
+    for (size_t i = 0; i < count; i++) buf[i] = (float)val(BATON_SUM, rank_, i, 5);
+    if ((rc = baton_allreduce(c, buf, buf, count, BATON_F32, BATON_SUM)) < 0) fail_rc("allreduce detached", rc);
+    for (size_t i = 0; i < count; i++) expect("allreduce detached", BATON_F32, buf, i, reference(BATON_F32, BATON_SUM, world_, i, 5));
+    checks++;
+    munmap(buf, bytes);
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
          ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
-    int big = 0, shmbuf = 0, ag_shmem = 0;
+    int big = 0, shmbuf = 0, ag_shmem = 0, attach = 0;
     long max_roots = 0; /* broadcast from every rank, or from this many spread over the world (--roots K) */
     for (int i = 1; i < argc; i++) {
         char *dst = NULL;
@@ -196,6 +242,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--big")) { big = 1; continue; }
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
         else if (!strcmp(argv[i], "--allgather-shmem")) { ag_shmem = 1; continue; }
+        else if (!strcmp(argv[i], "--attach")) { attach = 1; continue; }
         else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
             char *end;
             max_roots = strtol(argv[++i], &end, 10);
@@ -224,6 +271,7 @@ int main(int argc, char **argv) {
     rank_ = baton_comm_rank(c);
     world_ = baton_comm_size(c);
     if (ag_shmem) allgather_shmem(c);
+    if (attach) attach_checks(c);
     char *algos[8], *counts[16], *dtypes[8], *ops[8], *colls[8];
     int nalgo = split(algos_s, algos, 8), ncount = split(counts_s, counts, 16), ndt = split(dtypes_s, dtypes, 8),
         nop = split(ops_s, ops, 8), ncoll = split(colls_s, colls, 8);

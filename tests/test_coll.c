@@ -32,6 +32,9 @@ TEST_T(shm_world_3_all_algos, 300) { run_matrix(3, "", "--algos auto,ring,rd --c
  * rank falls back to where it is not). */
 TEST_T(shm_world_2_staged, 300) { run_matrix(2, "BATON_CMA=0", "--algos auto --counts " COUNTS " --shmbuf", 280); }
 TEST_T(shm_world_3_staged, 300) { run_matrix(3, "BATON_CMA=0", "--algos auto --counts " COUNTS, 280); }
+/* baton_buffer_attach (baton.torch's DDP buckets): right, direct, refusals agreed by every rank */
+TEST_T(shm_attach_2, 120) { run_matrix(2, "", "--attach --colls barrier --counts 0 --dtypes f32", 100); }
+TEST_T(shm_attach_3, 120) { run_matrix(3, "", "--attach --colls barrier --counts 0 --dtypes f32", 100); }
 TEST_T(shm_world_4, 300) { run_matrix(4, "", "--algos auto,ring --counts " COUNTS " --shmbuf", 280); }
 TEST_T(shm_world_8, 300) { run_matrix(8, "", "--algos auto,rd --counts 0,1,13,37W+1,70001", 280); }
 TEST_T(tcp_world_2, 300) { run_matrix(2, "BATON_TRANSPORT=tcp", "--algos auto,ring,rd --counts " COUNTS, 280); }
