@@ -81,7 +81,9 @@ def _maybe_attach(t, nbytes):
     fd = -1
     try:
         st = t.storage().untyped()
-        if (t.storage_offset() == 0 and st.nbytes() == nbytes and not _baton._owns(t.data_ptr(), nbytes)):
+        # file_descriptor: torch's default on Linux (file_system would start torch_shm_manager: not here)
+        if (t.storage_offset() == 0 and st.nbytes() == nbytes and not _baton._owns(t.data_ptr(), nbytes)
+                and torch.multiprocessing.get_sharing_strategy() == "file_descriptor"):
             t.share_memory_()
             fd, size = t.storage().untyped()._share_fd_cpu_()
             if size < nbytes:
