@@ -16,7 +16,9 @@
 # BASE=DIR: also runs the two baton ways from another built checkout DIR (its DIR/build), interleaved in
 # the same rounds, to measure a change against the code before it. WITH_ENV="VAR=value ...": also runs the two
 # baton ways with those variables set, interleaved in the same rounds (e.g. WITH_ENV=BATON_CMA=0: DDP's
-# buckets through the staged shared-memory path instead of process_vm_readv; docs/python.md).
+# buckets through the staged shared-memory path instead of process_vm_readv until they are attached;
+# WITH_ENV=BATON_TORCH_ATTACH_MIN=off: DDP's buckets never attached, i.e. the backend before zero-copy
+# buckets; docs/python.md).
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
