@@ -40,23 +40,27 @@ train_base() {   # the same from $BASE
 }
 echo "$(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; $(uptime | sed 's/.*load/load/')"
 echo "$REPS runs x $STEPS steps (20 warm-up); per-rank batch 128; 2 workers x 1 thread"
+# One run of each way per round, the order rotated by one way each round: a run's place in the round
+# matters (the same DistributedOptimizer runs were faster in the later WITH_ENV place in 6 of 6 rounds,
+# 2026-11-26), so every way takes every place in turn instead of gloo always running second.
+run_way() {
+    case $1 in
+    alone) train --alone ;; gloo) train --ddp gloo ;; ddp_baton) train --ddp baton ;; hvd) train ;;
+    env_ddp) (export $WITH_ENV && train --ddp baton) ;; env_hvd) (export $WITH_ENV && train) ;;
+    base_ddp) train_base --ddp baton ;; base_hvd) train_base ;;
+    esac
+}
+WAYS="alone gloo ddp_baton hvd${WITH_ENV:+ env_ddp env_hvd}${BASE:+ base_ddp base_hvd}"
+NWAYS=$(echo $WAYS | wc -w)
 for r in $(seq 1 "$REPS"); do
-    train --alone >> "$TMP/alone"
-    train --ddp gloo >> "$TMP/gloo"
-    train --ddp baton >> "$TMP/ddp_baton"
-    train >> "$TMP/hvd"
-    printf 'run %d: alone %s ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/alone")" "$(tail -n1 "$TMP/gloo")" \
-        "$(tail -n1 "$TMP/ddp_baton")" "$(tail -n1 "$TMP/hvd")" >&2
-    if [ -n "${WITH_ENV:-}" ]; then
-        (export $WITH_ENV && train --ddp baton) >> "$TMP/env_ddp"
-        (export $WITH_ENV && train) >> "$TMP/env_hvd"
-        printf 'run %d, %s: ddp-baton %s hvd %s\n' "$r" "$WITH_ENV" "$(tail -n1 "$TMP/env_ddp")" "$(tail -n1 "$TMP/env_hvd")" >&2
-    fi
-    if [ -n "${BASE:-}" ]; then
-        train_base --ddp baton >> "$TMP/base_ddp"
-        train_base >> "$TMP/base_hvd"
-        printf 'run %d, BASE: ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/base_ddp")" "$(tail -n1 "$TMP/base_hvd")" >&2
-    fi
+    order=$(echo $WAYS | awk -v k=$(( (r - 1) % NWAYS )) '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
+    for w in $order; do run_way "$w" >> "$TMP/$w"; done
+    printf 'run %d (%s): alone %s ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(echo $order)" "$(tail -n1 "$TMP/alone")" \
+        "$(tail -n1 "$TMP/gloo")" "$(tail -n1 "$TMP/ddp_baton")" "$(tail -n1 "$TMP/hvd")" >&2
+    [ -z "${WITH_ENV:-}" ] || printf 'run %d, %s: ddp-baton %s hvd %s\n' "$r" "$WITH_ENV" "$(tail -n1 "$TMP/env_ddp")" \
+        "$(tail -n1 "$TMP/env_hvd")" >&2
+    [ -z "${BASE:-}" ] || printf 'run %d, BASE: ddp-baton %s hvd %s\n' "$r" "$(tail -n1 "$TMP/base_ddp")" \
+        "$(tail -n1 "$TMP/base_hvd")" >&2
 done
 a=$(median < "$TMP/alone"); g=$(median < "$TMP/gloo"); d=$(median < "$TMP/ddp_baton"); h=$(median < "$TMP/hvd")
 awk -v a="$a" -v g="$g" -v d="$d" -v h="$h" 'BEGIN {
