@@ -41,7 +41,7 @@ train_base() {   # the same from $BASE
 echo "$(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; $(uptime | sed 's/.*load/load/')"
 echo "$REPS runs x $STEPS steps (20 warm-up); per-rank batch 128; 2 workers x 1 thread"
 # One run of each way per round, the order rotated by one way each round: a run's place in the round
-# matters (the same DistributedOptimizer runs were faster in the later WITH_ENV place in 6 of 6 rounds,
+# matters (the same DistributedOptimizer runs were faster in the later WITH_ENV place in 5 of 6 rounds,
 # 2026-11-26), so every way takes every place in turn instead of gloo always running second.
 run_way() {
     case $1 in
