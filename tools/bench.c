@@ -298,18 +298,6 @@ static void buf_free(baton_comm *c, void *p, int shm) {
         free(p);
 }
 
-/* The k-th algorithm (of n) run in round r: a Williams design, a Latin square whose rows also balance
- * what runs right before what. Row 0 is 0, 1, n-1, 2, n-2, ...; row p adds p (mod n); for odd n every row
- * is followed by its mirror image. Over n rounds (2n for odd n) every algorithm runs once in every
- * position and right after every other algorithm equally often: none always inherits the state of the
- * same predecessor (with a plain rotation auto always followed rd in `--algo auto,ring,rd`). */
-static int round_order(int n, long r, int k) {
-    long p = n % 2 ? r / 2 : r;
-    int j = n % 2 && r % 2 ? n - 1 - k : k;
-    int w = j == 0 ? 0 : j % 2 ? (j + 1) / 2 : n - j / 2;
-    return (int)((w + p) % n);
-}
-
 /* Fills in time (s, slowest rank), wrong (all ranks) and the algorithm the timed collective used. */
 static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, long warmup, double *time_s,
                       long *wrong_out, baton_algo *algo) {
@@ -436,8 +424,8 @@ int baton_cmd_bench(int argc, char **argv) {
             /* the output's pages too, before anything is timed: with -w 0 the first algorithm of the first
              * round paid their faults (the others found them mapped) */
             if (b.recv != b.send) memset(b.recv, 0, rb > sb ? rb : sb);
-            /* every algorithm in turn, --rounds times over, in the order of round_order (none always
-             * first, none always after the same one). Every timed run follows its own -w warm-up iterations: what one
+            /* every algorithm in turn, --rounds times over, in the order of baton__round_order (none
+             * always first, none always after the same one: a Williams design, util.h). Every timed run follows its own -w warm-up iterations: what one
              * algorithm leaves behind (caches, scratch, page faults) is not timed as the next one's. Until
              * 2026-11-26 only the first round warmed up, and with -w 0 -n 1 at 32 MiB and more an algorithm
              * listed after rd measured rd's aftermath (docs/plan.md). Each algorithm's row reports the
@@ -448,7 +436,7 @@ int baton_cmd_bench(int argc, char **argv) {
             int rc = BATON_OK;
             for (long r = 0; r < o.rounds && rc >= 0; r++)
                 for (int k = 0; k < o.nalgos && rc >= 0; k++) {
-                    int ai = round_order(o.nalgos, r, k);
+                    int ai = baton__round_order(o.nalgos, r, k);
                     long w = 0;
                     baton_comm_set_algo(c, o.algos[ai]);
                     used[ai] = BATON_ALGO_AUTO;
