@@ -421,9 +421,9 @@ int baton_cmd_bench(int argc, char **argv) {
                 break;
             }
             fill(&o, rank, n, &b, count, 0);
-            /* the output's pages too, before anything is timed: with -w 0 the first algorithm of the first
-             * round paid their faults (the others found them mapped) */
-            if (b.recv != b.send) memset(b.recv, 0, rb > sb ? rb : sb);
+            /* with -w 0 the first algorithm of the first round paid the output's page faults (the others
+             * found it mapped): fault it in before anything is timed (with warm-ups, they do it) */
+            if (b.recv != b.send && o.warmup == 0) memset(b.recv, 0, rb > sb ? rb : sb);
             /* every algorithm in turn, --rounds times over, in the order of baton__round_order (none
              * always first, none always after the same one: a Williams design, util.h). Every timed run follows its own -w warm-up iterations: what one
              * algorithm leaves behind (caches, scratch, page faults) is not timed as the next one's. Until
