@@ -376,11 +376,14 @@ static const size_t SMALL_COUNTS[] = {0, 1, 2, 7, 9, 300, 1001};
 static void rs_body(mesh *m, int rank, baton_transport *t) {
     const int n = m->n;
     baton_group g = group_of(t, n, rank, 1024);
+    baton_scratch scratch = {0};   /* every other call: the kept scratch a communicator passes, poisoned */
     for (int k = 0; k < NSMALL; k++) {
         size_t count = SMALL_COUNTS[k], total = count * (size_t)n;
         for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
             for (int op = 0; op < BATON_OP_COUNT; op++)
                 for (int inplace = 0; inplace < 2; inplace++) {
+                    g.scratch = (k + dt + op) % 2 ? &scratch : NULL;
+                    if (scratch.p) memset(scratch.p, 0xff, scratch.cap);
                     size_t esz = baton__esize(dt);
                     uint8_t *in = malloc(total * esz + 8), *out = malloc(count * esz + 8);
                     ASSERT_TRUE(in && out);
@@ -401,6 +404,8 @@ static void rs_body(mesh *m, int rank, baton_transport *t) {
                     free(out);
                 }
     }
+    if (n > 2) ASSERT_TRUE(scratch.p != NULL);   /* the partials of n >= 3 ranks used it */
+    baton__scratch_free(&scratch);
 }
 
 static void ag_body(mesh *m, int rank, baton_transport *t) {
