@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/plan_floors.sh: issue 9's two floors on one node, in one command, on a quiet machine.
 #  1. `baton plan calibrate` (shm and tcp, 2, 3 and 4 ranks), then fresh `baton bench` measurements of every
-#     algorithm at 1, 4 and 16 MiB on 2 and 4 ranks: predicted within 25 % of measured?
+#     algorithm at 1 to 16 MiB (factor 2) on 2 and 4 ranks: predicted within 25 % of measured?
 #  2. `baton bench --algo auto` following that calibration (BATON_TUNING) against the best forced algorithm
 #     at every size from 8 B to 256 MiB (factor 2), 2, 3 and 4 ranks, shm and tcp: auto within 5 % of the best?
 # Every measurement is one `baton run -n K -- baton bench allreduce --algo A,B,.. --rounds R` per transport
@@ -28,10 +28,14 @@ MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
-PARTS=${PARTS:-"pred auto"}
+PARTS=${PARTS-"pred auto"}   # set but empty: refused below
 CAL=${CAL:-}
 case " $PARTS " in *" pred "*) do_pred=1 ;; *) do_pred=0 ;; esac
 case " $PARTS " in *" auto "*) do_auto=1 ;; *) do_auto=0 ;; esac
+for p in $PARTS; do
+    case $p in pred|auto) ;; *) echo "PARTS='$PARTS': expected pred, auto or both" >&2; exit 2 ;; esac
+done
+[ $do_pred = 1 ] || [ $do_auto = 1 ] || { echo "PARTS='$PARTS': expected pred, auto or both" >&2; exit 2; }
 PY=/usr/bin/python3
 start=$(date +%s)
 if [ -n "${1:-}" ]; then
