@@ -52,6 +52,8 @@ for z in range(3):
     rows = [list(map(float, l.split())) for l in open("%s/z%d" % (sys.argv[1], z))]
     med[z] = [S.median(c) for c in zip(*rows)]
     runs[z] = [r[0] for r in rows]
+    if z == 0:
+        rows0 = rows
 M = 1048576.0
 ranks = len(med[0]) - 6
 print("| ZeRO | step_ms (median; runs) | vs plain | CPU s per run (all processes) | optimizer MiB/rank | gradients MiB/rank | "
@@ -80,8 +82,11 @@ print("floor: ZeRO-1 step within 10 %% of plain: %s (%+.1f %%)" % (ok(d1 <= 0.10
 sharded = med[0][1] - med[1][1]   # the optimizer state ZeRO-1 does not keep
 for r in range(ranks):
     saved = med[0][6 + r] - med[1][6 + r]
+    # the resolution of a peak RSS: how far identical plain runs of this rank differ among themselves
+    spread = max(rw[6 + r] for rw in rows0) - min(rw[6 + r] for rw in rows0)
     print("floor: ZeRO-1 peak RSS of rank %d lower by at least the %.1f MiB of optimizer state it shards: %s (%.1f MiB lower, "
-          "margin %+.1f MiB)" % (r, sharded / M, ok(saved >= sharded), saved / M, (saved - sharded) / M))
+          "margin %+.0f KiB; plain runs' own peak RSS spread over %.0f KiB)"
+          % (r, sharded / M, ok(saved >= sharded), saved / M, (saved - sharded) / 1024, spread / 1024))
 print("floor: ZeRO-2 step within 15 %% of plain: %s (%+.1f %%)" % (ok(d2 <= 0.15), 100 * d2))
 print("floor: baton plan memory within 5 %% of the run: %s (worst %.2f %%)" % (ok(worst <= 0.05), 100 * worst))
 PY

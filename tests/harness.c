@@ -242,3 +242,26 @@ char *th_slurp(const char *path, size_t *len) {
     if (len) *len = n;
     return buf;
 }
+
+char *th_train_json(const char *env, int n, const char *args, double timeout_s) {
+    char cmd[4096], *out = NULL;
+    int len = snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s run -n %d -- %s train --threads 1 --json %s 2>&1",
+                       env, th_baton(), n, th_baton(), args);
+    if (len < 0 || (size_t)len >= sizeof cmd) th_fail(__FILE__, __LINE__, "train command too long: %s", args);
+    int rc = th_run(cmd, timeout_s, &out, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "%s\n--- exit %d, output:\n%s", cmd, rc, out ? out : "");
+    const char *j = out ? strstr(out, "{\"model\"") : NULL;
+    if (!j) th_fail(__FILE__, __LINE__, "no --json line from %s:\n%s", cmd, out ? out : "");
+    char *line = strndup(j, strcspn(j, "\n"));
+    free(out);
+    if (!line) th_fail(__FILE__, __LINE__, "out of memory");
+    return line;
+}
+
+double th_jnum(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p) th_fail(__FILE__, __LINE__, "no %s in: %s", key, json);
+    return atof(p + strlen(pat));
+}

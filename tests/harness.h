@@ -86,4 +86,12 @@ const char *th_tmpdir(void);
  * *len (may be NULL). Fails the test if the file cannot be read. */
 char *th_slurp(const char *path, size_t *len);
 
+/* Runs `ENV baton run -n N -- baton train --threads 1 --json ARGS` (OPENBLAS_NUM_THREADS=1; env may be "")
+ * under th_run's timeout, fails the test (printing the command and its output) unless it exits 0, and returns
+ * the --json line (the one starting with {"model"), malloc'ed, without its newline. */
+char *th_train_json(const char *env, int n, const char *args, double timeout_s);
+
+/* The number after "key": in a JSON text; fails the test if the key is absent. */
+double th_jnum(const char *json, const char *key);
+
 #endif

@@ -66,14 +66,6 @@ static void same_final(const char *ref, const char *got, long step) {
     same_bytes(a, b);
 }
 
-static double field(const char *out, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(out, pat);
-    if (!p) th_fail(__FILE__, __LINE__, "no %s in: %s", key, out);
-    return atof(p + strlen(pat));
-}
-
 /* An uninterrupted run into REF and a run whose rank `die_rank` dies as step `die` starts, restarted once by
  * baton run with --resume (every attempt passes --resume: the first finds nothing and starts from 0). */
 static void ddp_kill_and_compare(const char *args, long steps, int die, long resumed, char **ref_out, char **got_out) {
@@ -91,9 +83,9 @@ static void ddp_kill_and_compare(const char *args, long steps, int die, long res
     char want[600];
     snprintf(want, sizeof want, "resuming from %s/step-%ld", got, resumed);
     ASSERT_CONTAINS(*got_out, want);
-    ASSERT_NEAR(field(*got_out, "resumed_from_step"), resumed, 0);
+    ASSERT_NEAR(th_jnum(*got_out, "resumed_from_step"), resumed, 0);
     same_final(ref, got, steps);
-    ASSERT_NEAR(field(*got_out, "test_accuracy"), field(*ref_out, "test_accuracy"), 0);
+    ASSERT_NEAR(th_jnum(*got_out, "test_accuracy"), th_jnum(*ref_out, "test_accuracy"), 0);
 }
 
 TEST_T(ckpt_train_ddp_killed_at_step_17_restarts_and_ends_bit_identical, 300) {
@@ -109,9 +101,9 @@ TEST_T(ckpt_train_ddp_f16_wire_and_dynamic_loss_scale_resume_bit_identical, 300)
     /* a 2^24 start overflows f16: the scaler skips steps and halves; resumed mid-epoch at step 20 */
     ddp_kill_and_compare("--grad-dtype f16 --loss-scale dynamic --loss-scale-init 16777216 --optim adamw "
                          "--checkpoint-every 4", 30, 22, 20, &a, &b);
-    ASSERT_TRUE(field(a, "skipped_steps") > 0);
-    ASSERT_NEAR(field(b, "skipped_steps"), field(a, "skipped_steps"), 0);
-    ASSERT_NEAR(field(b, "loss_scale"), field(a, "loss_scale"), 0);
+    ASSERT_TRUE(th_jnum(a, "skipped_steps") > 0);
+    ASSERT_NEAR(th_jnum(b, "skipped_steps"), th_jnum(a, "skipped_steps"), 0);
+    ASSERT_NEAR(th_jnum(b, "loss_scale"), th_jnum(a, "loss_scale"), 0);
     free(a);
     free(b);
 }
@@ -120,7 +112,7 @@ TEST_T(ckpt_train_zero2_killed_restarts_and_ends_bit_identical, 300) {
     char *a, *b;
     /* each rank writes its optimizer shard; the restart resumes from them at step 8 */
     ddp_kill_and_compare("--zero 2 --optim adamw --clip 0.5 --checkpoint-every 4", 12, 10, 8, &a, &b);
-    ASSERT_NEAR(field(b, "zero"), 2, 0);
+    ASSERT_NEAR(th_jnum(b, "zero"), 2, 0);
     free(a);
     free(b);
 }
@@ -145,9 +137,9 @@ TEST_T(ckpt_train_one_process_adamw_accum_resume_bit_identical, 300) {
     /* resuming a finished run takes no step and reports the same accuracy */
     char *again;
     must(cmd, 120, &again);
-    ASSERT_NEAR(field(again, "resumed_from_step"), 30, 0);
-    ASSERT_NEAR(field(again, "steps"), 30, 0);
-    ASSERT_TRUE(field(again, "test_accuracy") > 0.5);
+    ASSERT_NEAR(th_jnum(again, "resumed_from_step"), 30, 0);
+    ASSERT_NEAR(th_jnum(again, "steps"), 30, 0);
+    ASSERT_TRUE(th_jnum(again, "test_accuracy") > 0.5);
     free(again);
 }
 
@@ -204,7 +196,7 @@ TEST_T(ckpt_train_bad_uses_fail_with_one_line, 300) {
     ASSERT_CONTAINS(out, "skipping");
     ASSERT_CONTAINS(out, "step-6/state.json");
     ASSERT_CONTAINS(out, "resuming from");
-    ASSERT_NEAR(field(out, "resumed_from_step"), 3, 0);
+    ASSERT_NEAR(th_jnum(out, "resumed_from_step"), 3, 0);
     ASSERT_CONTAINS(out, "--steps 9 extends the checkpoint's schedule from 6 to 9 steps");   /* issue 11: longer runs extend */
     free(out);
     /* the test knob is checked too */

@@ -304,3 +304,35 @@ TEST(train_unknown_last_option_says_unknown) {
         free(out);
     }
 }
+
+/* Every subcommand built on tools/cli.c's option walker: a switch given a value, a value missing at the end,
+ * a bad number and a stray argument are each one line naming the flag, exit 2; --flag=value and
+ * --flag value are the same option (generate takes its model file as the one positional argument). */
+TEST(option_walker_errors_name_the_flag) {
+    static const struct { const char *args, *want; } cases[] = {
+        {"train --json=1", "--json: takes no value"},
+        {"train --model gpt --no-overlap=0", "--no-overlap: takes no value"},
+        {"train --steps", "--steps: needs a value"},
+        {"train --steps=0", "--steps: 0 is out of range"},
+        {"train --model gpt --heads x", "--heads: 'x' is not an integer"},
+        {"train stray", "stray: unexpected argument"},
+        {"generate --seed=1k m.safetensors", "--seed: expects a non-negative integer"},
+        {"generate a.safetensors b.safetensors", "b.safetensors: one model file only"},
+        {"generate --tokens", "--tokens: needs a value"},
+        {"generate --top-k=3 --tokens 5 --bogus 1 m.safetensors", "--bogus: unknown option"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s %s", th_baton(), cases[i].args);
+        ASSERT_EQ_INT(sh(cmd, 30, &out), 2);
+        ASSERT_CONTAINS(out, cases[i].want);
+        ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);   /* one line */
+        free(out);
+    }
+    /* --flag=value reaches the same check as --flag value: a missing model file is named, after the flags */
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s generate --top-k=3 --temperature=0.5 --seed=7 --prompt=hi", th_baton());
+    ASSERT_EQ_INT(sh(cmd, 30, &out), 2);
+    ASSERT_CONTAINS(out, "MODEL.safetensors: missing");
+    free(out);
+}

@@ -10,31 +10,6 @@
 #include "ckpt/safetensors.h"
 #include "harness.h"
 
-/* Runs `baton run -n N -- baton train ARGS --json`; returns the JSON line (malloc'ed). */
-static char *train(int n, const char *args, double timeout_s) {
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s run -n %d -- %s train --threads 1 --json %s 2>&1", th_baton(),
-             n, th_baton(), args);
-    int rc = th_run(cmd, timeout_s, &out, NULL);
-    if (rc != 0) fprintf(stderr, "%s\n--- exit %d, output:\n%s\n", cmd, rc, out ? out : "");
-    ASSERT_EQ_INT(rc, 0);
-    const char *j = strstr(out, "{\"model\"");
-    ASSERT_TRUE(j != NULL);
-    char *line = strdup(j);
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = '\0';
-    free(out);
-    return line;
-}
-
-static double field(const char *json, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    ASSERT_TRUE(p != NULL);
-    return atof(p + strlen(pat));
-}
-
 static baton_model *load(const char *path) {
     baton_model *m;
     baton_model_config mc = {.kind = BATON_MODEL_MLP, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10,
@@ -69,18 +44,18 @@ static void exact(int n, int accum) {
     snprintf(ref, sizeof ref, "%s/one.safetensors", th_tmpdir());
     snprintf(got, sizeof got, "%s/many.safetensors", th_tmpdir());
     snprintf(args, sizeof args, SMALL " --batch 64 --save %s", ref);
-    char *j1 = train(1, args, 100);
+    char *j1 = th_train_json("", 1, args, 100);
     snprintf(args, sizeof args, SMALL " --batch %d --accum %d --save %s", 64 / n / accum, accum, got);
-    char *jn = train(n, args, 100);
+    char *jn = th_train_json("", n, args, 100);
     assert_same_model(ref, got);
-    ASSERT_NEAR(field(jn, "world_size"), n, 0);
-    ASSERT_NEAR(field(jn, "effective_batch"), 64, 0);
-    ASSERT_NEAR(field(jn, "lr"), field(j1, "lr"), 0);
-    ASSERT_TRUE(field(jn, "bytes_per_step") > 0);
-    ASSERT_TRUE(field(jn, "comm_exposed_ms") >= 0 && field(jn, "step_ms") > 0);
+    ASSERT_NEAR(th_jnum(jn, "world_size"), n, 0);
+    ASSERT_NEAR(th_jnum(jn, "effective_batch"), 64, 0);
+    ASSERT_NEAR(th_jnum(jn, "lr"), th_jnum(j1, "lr"), 0);
+    ASSERT_TRUE(th_jnum(jn, "bytes_per_step") > 0);
+    ASSERT_TRUE(th_jnum(jn, "comm_exposed_ms") >= 0 && th_jnum(jn, "step_ms") > 0);
     /* sharded evaluation over 10000 test samples: the same count as one process (the weights agree to
      * ~1e-7, so at most a sample on a decision boundary could flip) */
-    ASSERT_NEAR(field(jn, "test_accuracy"), field(j1, "test_accuracy"), 1.5e-4);
+    ASSERT_NEAR(th_jnum(jn, "test_accuracy"), th_jnum(j1, "test_accuracy"), 1.5e-4);
     free(j1);
     free(jn);
 }
@@ -89,13 +64,16 @@ TEST_T(train_2_ranks_equals_1_rank, 200) { exact(2, 1); }
 TEST_T(train_4_ranks_accum_2_equals_1_rank, 200) { exact(4, 2); }
 
 TEST_T(lr_scaling_linear_and_drop_last, 200) {
-    char *j = train(2, "--data synthetic --train-samples 1001 --hidden 16,16 --steps 5 --batch 50 --lr 0.01 "
-                       "--lr-scaling linear --warmup-steps 2 --drop-last", 100);
-    ASSERT_NEAR(field(j, "lr"), 0.02, 1e-12);
-    ASSERT_NEAR(field(j, "effective_batch"), 100, 0);
+    char *j = th_train_json("", 2,
+                            "--data synthetic --train-samples 1001 --hidden 16,16 --steps 5 --batch 50 --lr 0.01 "
+                            "--lr-scaling linear --warmup-steps 2 --drop-last",
+                            100);
+    ASSERT_NEAR(th_jnum(j, "lr"), 0.02, 1e-12);
+    ASSERT_NEAR(th_jnum(j, "effective_batch"), 100, 0);
     free(j);
-    j = train(3, "--data synthetic --train-samples 1001 --hidden 16,16 --steps 5 --batch 50 --no-overlap", 100);
-    ASSERT_NEAR(field(j, "world_size"), 3, 0);
+    j = th_train_json("", 3, "--data synthetic --train-samples 1001 --hidden 16,16 --steps 5 --batch 50 --no-overlap",
+                      100);
+    ASSERT_NEAR(th_jnum(j, "world_size"), 3, 0);
     ASSERT_EQ_INT(strstr(j, "\"overlap\":false") != NULL, 1);
     free(j);
 }
@@ -106,15 +84,15 @@ TEST_T(grad_dtype_16_bit_converges_like_f32, 300) {
     const char *common = "--hidden 256,256 --epochs 1";
     char args[512];
     snprintf(args, sizeof args, "%s", common);
-    char *j32 = train(2, args, 280);
-    double acc32 = field(j32, "test_accuracy");
+    char *j32 = th_train_json("", 2, args, 280);
+    double acc32 = th_jnum(j32, "test_accuracy");
     const char *dts[] = {"bf16", "f16 --loss-scale dynamic"};
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "%s --grad-dtype %s", common, dts[i]);
-        char *j = train(2, args, 280);
-        fprintf(stderr, "  %s: accuracy %.4f vs f32 %.4f\n", dts[i], field(j, "test_accuracy"), acc32);
-        ASSERT_NEAR(field(j, "test_accuracy"), acc32, 0.01);
-        ASSERT_NEAR(field(j, "bytes_per_step"), field(j32, "bytes_per_step") / 2, 0);
+        char *j = th_train_json("", 2, args, 280);
+        fprintf(stderr, "  %s: accuracy %.4f vs f32 %.4f\n", dts[i], th_jnum(j, "test_accuracy"), acc32);
+        ASSERT_NEAR(th_jnum(j, "test_accuracy"), acc32, 0.01);
+        ASSERT_NEAR(th_jnum(j, "bytes_per_step"), th_jnum(j32, "bytes_per_step") / 2, 0);
         free(j);
     }
     ASSERT_TRUE(acc32 > 0.8);

@@ -20,31 +20,6 @@
 #include "ckpt/safetensors.h"
 #include "harness.h"
 
-/* Runs `[ENV] baton run -n N -- baton train ARGS --json`; returns the JSON line (malloc'ed). */
-static char *train(const char *env, int n, const char *args) {
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s run -n %d -- %s train --threads 1 --json %s 2>&1", env,
-             th_baton(), n, th_baton(), args);
-    int rc = th_run(cmd, 100, &out, NULL);
-    if (rc != 0) fprintf(stderr, "%s\n--- exit %d, output:\n%s\n", cmd, rc, out ? out : "");
-    ASSERT_EQ_INT(rc, 0);
-    const char *j = strstr(out, "{\"model\"");
-    ASSERT_TRUE(j != NULL);
-    char *line = strdup(j);
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = '\0';
-    free(out);
-    return line;
-}
-
-static double field(const char *json, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    ASSERT_TRUE(p != NULL);
-    return atof(p + strlen(pat));
-}
-
 static int same_bytes(const char *a, const char *b) {
     size_t la, lb;
     char *x = th_slurp(a, &la), *y = th_slurp(b, &lb);
@@ -105,15 +80,15 @@ static void zero_vs_plain(const char *env, int n, const char *flags, int stages,
         if (z && !(stages & (1 << z))) continue;
         snprintf(path[z], sizeof path[z], "%s/z%d.safetensors", th_tmpdir(), z);
         snprintf(args, sizeof args, BASE " %s --zero %d --save %s", flags, z, path[z]);
-        j[z] = train(env, n, args);
-        ASSERT_NEAR(field(j[z], "zero"), z, 0);
+        j[z] = th_train_json(env, n, args, 100);
+        ASSERT_NEAR(th_jnum(j[z], "zero"), z, 0);
     }
     if (j[1]) ASSERT_TRUE(same_bytes(path[0], path[1]));   /* stage 1: bit-identical to plain data parallelism */
     if (j[2] && stage2_exact) ASSERT_TRUE(same_bytes(path[0], path[2]));
     double w = j[2] ? assert_close_per_tensor(path[0], path[2]) : 0;
     fprintf(stderr, "  %d ranks %s: %sstage 2 worst %.2e of a tensor's RMS\n", n, flags, j[1] ? "stage 1 identical, " : "", w);
     /* the same training: the test set sees the same model */
-    if (j[2]) ASSERT_NEAR(field(j[2], "test_accuracy"), field(j[0], "test_accuracy"), 2e-4);
+    if (j[2]) ASSERT_NEAR(th_jnum(j[2], "test_accuracy"), th_jnum(j[0], "test_accuracy"), 2e-4);
     for (int z = 0; z < 3; z++)
         if (j == mine) free(j[z]);
 }
@@ -156,10 +131,10 @@ static void plan_predicts(char *const j[3], const char *plan_flags) {
     for (int z = 0; z < 3; z++) {
         char cmd[512], *out = NULL;
         snprintf(cmd, sizeof cmd, "%s plan memory --params %.0f --ranks 4 --zero %d %s --json", th_baton(),
-                 field(j[z], "params"), z, plan_flags);
+                 th_jnum(j[z], "params"), z, plan_flags);
         ASSERT_EQ_INT(th_run(cmd, 20, &out, NULL), 0);
         for (int k = 0; k < 5; k++) {
-            double want = field(j[z], pairs[k][1]), got = field(out, pairs[k][0]);
+            double want = th_jnum(j[z], pairs[k][1]), got = th_jnum(out, pairs[k][0]);
             if (fabs(got - want) > 0.05 * want)
                 fprintf(stderr, "  zero %d: plan %s %.0f vs run %s %.0f\n", z, pairs[k][0], got, pairs[k][1], want);
             ASSERT_TRUE(fabs(got - want) <= 0.05 * want);
@@ -173,24 +148,24 @@ static void plan_predicts(char *const j[3], const char *plan_flags) {
 TEST_T(zero_equals_plain_dp_4_ranks_memory, 300) {
     char *j[3];
     zero_vs_plain("", 4, ADAMW_CLIP " --bucket-mb 0.02", 6, 0, j);
-    double params = field(j[0], "param_bytes"), optim = field(j[0], "optim_bytes");
+    double params = th_jnum(j[0], "param_bytes"), optim = th_jnum(j[0], "optim_bytes");
     ASSERT_NEAR(optim, 2 * params, 0);   /* AdamW: two moments per parameter */
-    ASSERT_NEAR(field(j[0], "grad_reduced_bytes"), params, 0);
+    ASSERT_NEAR(th_jnum(j[0], "grad_reduced_bytes"), params, 0);
     for (int z = 1; z < 3; z++) {
-        ASSERT_NEAR(field(j[z], "param_bytes"), params, 0);
-        ASSERT_NEAR(field(j[z], "optim_bytes"), optim / 4, 8);   /* shards differ by at most one element */
-        ASSERT_TRUE(field(j[z], "peak_rss_bytes") > 0);
+        ASSERT_NEAR(th_jnum(j[z], "param_bytes"), params, 0);
+        ASSERT_NEAR(th_jnum(j[z], "optim_bytes"), optim / 4, 8);   /* shards differ by at most one element */
+        ASSERT_TRUE(th_jnum(j[z], "peak_rss_bytes") > 0);
     }
-    ASSERT_NEAR(field(j[1], "grad_reduced_bytes"), params, 0);
-    ASSERT_NEAR(field(j[2], "grad_reduced_bytes"), params / 4, 4);
+    ASSERT_NEAR(th_jnum(j[1], "grad_reduced_bytes"), params, 0);
+    ASSERT_NEAR(th_jnum(j[2], "grad_reduced_bytes"), params / 4, 4);
     /* gradient memory: the whole slab without stage 2; at stage 2 the shard plus the staging, here one slot of
      * the one bucket (the first bucket's 1 MiB cap holds this whole model) */
     for (int z = 0; z < 2; z++) {
-        ASSERT_NEAR(field(j[z], "grad_staging_bytes"), 0, 0);
-        ASSERT_NEAR(field(j[z], "grad_bytes"), params, 0);
+        ASSERT_NEAR(th_jnum(j[z], "grad_staging_bytes"), 0, 0);
+        ASSERT_NEAR(th_jnum(j[z], "grad_bytes"), params, 0);
     }
-    ASSERT_NEAR(field(j[2], "grad_staging_bytes"), params, 0);
-    ASSERT_NEAR(field(j[2], "grad_bytes"), field(j[2], "grad_reduced_bytes") + params, 0);
+    ASSERT_NEAR(th_jnum(j[2], "grad_staging_bytes"), params, 0);
+    ASSERT_NEAR(th_jnum(j[2], "grad_bytes"), th_jnum(j[2], "grad_reduced_bytes") + params, 0);
     /* baton plan's memory model predicts each stage's bytes per rank within 5 % of what the run reports
      * (stage 2's gradients: the shard and the staging, given the bucket cap and the largest tensor) */
     plan_predicts(j, "--bucket-mb 0.02");
@@ -208,23 +183,24 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
         char args[512];
         snprintf(args, sizeof args, "--data synthetic --train-samples 256 --hidden 1024,1024,1024,1024 --steps 2 "
                  "--warmup 0 --batch 8 --optim adamw --bucket-mb 0.02 --zero %d", z);
-        j[z] = train("", 4, args);
+        j[z] = th_train_json("", 4, args, 100);
     }
-    double params = field(j[0], "param_bytes"), slot = 1024 * 1024 * 4, shard = params / 4;
+    double params = th_jnum(j[0], "param_bytes"), slot = 1024 * 1024 * 4, shard = params / 4;
     for (int z = 0; z < 2; z++) {
-        ASSERT_NEAR(field(j[z], "grad_bytes"), params, 0);
-        ASSERT_NEAR(field(j[z], "grad_reduced_bytes"), params, 0);
+        ASSERT_NEAR(th_jnum(j[z], "grad_bytes"), params, 0);
+        ASSERT_NEAR(th_jnum(j[z], "grad_reduced_bytes"), params, 0);
     }
-    ASSERT_NEAR(field(j[2], "grad_reduced_bytes"), shard, 4);
+    ASSERT_NEAR(th_jnum(j[2], "grad_reduced_bytes"), shard, 4);
     /* two slots, and places of their own for the small buckets (the biases, the last layer): 14,352 floats */
-    ASSERT_NEAR(field(j[2], "grad_staging_bytes"), 2 * slot + 14352 * 4, 0);
-    ASSERT_NEAR(field(j[2], "grad_bytes"), field(j[2], "grad_reduced_bytes") + field(j[2], "grad_staging_bytes"), 0);
-    ASSERT_TRUE(field(j[2], "grad_bytes") < 0.8 * params);
-    for (int z = 1; z < 3; z++) ASSERT_NEAR(field(j[z], "optim_bytes"), field(j[0], "optim_bytes") / 4, 8);
+    ASSERT_NEAR(th_jnum(j[2], "grad_staging_bytes"), 2 * slot + 14352 * 4, 0);
+    ASSERT_NEAR(th_jnum(j[2], "grad_bytes"),
+                th_jnum(j[2], "grad_reduced_bytes") + th_jnum(j[2], "grad_staging_bytes"), 0);
+    ASSERT_TRUE(th_jnum(j[2], "grad_bytes") < 0.8 * params);
+    for (int z = 1; z < 3; z++) ASSERT_NEAR(th_jnum(j[z], "optim_bytes"), th_jnum(j[0], "optim_bytes") / 4, 8);
     fprintf(stderr, "  gradients per rank: %.1f MiB plain, %.1f MiB ZeRO-2 (shard %.1f + staging %.1f); peak RSS %.0f / %.0f / "
-            "%.0f MiB\n", params / 1048576, field(j[2], "grad_bytes") / 1048576, field(j[2], "grad_reduced_bytes") / 1048576,
-            2 * slot / 1048576, field(j[0], "peak_rss_bytes") / 1048576, field(j[1], "peak_rss_bytes") / 1048576,
-            field(j[2], "peak_rss_bytes") / 1048576);
+            "%.0f MiB\n", params / 1048576, th_jnum(j[2], "grad_bytes") / 1048576, th_jnum(j[2], "grad_reduced_bytes") / 1048576,
+            2 * slot / 1048576, th_jnum(j[0], "peak_rss_bytes") / 1048576, th_jnum(j[1], "peak_rss_bytes") / 1048576,
+            th_jnum(j[2], "peak_rss_bytes") / 1048576);
     plan_predicts(j, "--bucket-mb 0.02 --largest-param 1048576");
     for (int z = 0; z < 3; z++) free(j[z]);
 }

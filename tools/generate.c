@@ -7,6 +7,7 @@
 #include "baton/gpt.h"
 #include "baton/text.h"
 #include "ckpt/safetensors.h"
+#include "cli.h"
 #include "commands.h"
 #include "util/util.h"
 
@@ -41,39 +42,31 @@ int baton_cmd_generate(int argc, char **argv) {
     long tokens = 200, top_k = 40, threads = 1;
     double temp = 0.8;
     uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help")) {
+    cli_opts it = {.argc = argc, .argv = argv, .usage = usage_text, .positional = 1};
+    int rc;
+    while ((rc = cli_opts_next(&it)) > 0) {
+        if (rc == 2) {
+            if (model) return bad(it.val, "one model file only");
+            model = it.val;
+            continue;
+        }
+        if (!strcmp(it.flag, "--help")) {
             fputs(usage_text, stdout);
             return 0;
         }
-        if (strncmp(a, "--", 2) != 0) {
-            if (model) return bad(a, "one model file only");
-            model = a;
+        if (!strcmp(it.flag, "--prompt")) {
+            prompt = it.val;
             continue;
         }
-        if (i + 1 >= argc) return bad(a, "needs a value");
-        const char *v = argv[++i];
-        double d;
-        long l;
-        if (!strcmp(a, "--prompt")) {
-            prompt = v;
-        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--top-k") || !strcmp(a, "--threads")) {
-            int tk = !strcmp(a, "--tokens"), th = !strcmp(a, "--threads");
-            if (baton__parse_long(v, th ? 1 : 0, tk ? 1000000 : th ? 1024 : BATON_TEXT_VOCAB, &l) < 0)
-                return bad(a, baton_last_error());
-            *(tk ? &tokens : th ? &threads : &top_k) = l;
-        } else if (!strcmp(a, "--temperature")) {
-            if (baton__parse_double(v, 0.0, 100.0, &d) < 0) return bad(a, baton_last_error());
-            temp = d;
-        } else if (!strcmp(a, "--seed")) {
-            uint64_t u;
-            if (baton__parse_size(v, UINT64_MAX, &u) < 0 || strpbrk(v, "kKmMgGbB")) return bad(a, "expects a non-negative integer");
-            seed = u;
-        } else {
-            return bad(a, "unknown option");
+        if (cli_long(&it, "--tokens", 1, 1000000, &tokens) || cli_long(&it, "--top-k", 0, BATON_TEXT_VOCAB, &top_k) ||
+            cli_long(&it, "--threads", 1, 1024, &threads) || cli_double(&it, "--temperature", 0.0, 100.0, &temp) ||
+            cli_seed(&it, "--seed", &seed)) {
+            if (it.why) return bad(it.flag, it.why);
+            continue;
         }
+        return bad(it.flag, "unknown option");
     }
+    if (rc < 0) return bad(it.flag, it.why);
     if (!model) return bad("MODEL.safetensors", "missing (a file written by baton train --model gpt --save)");
     size_t np = strlen(prompt);
     if (np == 0) return bad("--prompt", "is empty (give at least one character)");

@@ -112,6 +112,10 @@ typedef struct {
     const char *rdzv_id;          /* --rdzv-id, or NULL */
 } run_opts;
 
+/* run_args.c: parses `baton run`'s flags into o (o->prog points into argv). Returns -1 to go on, or the
+ * exit code after printing (0 for --help, 2 for a usage error, with a one-line message). */
+int run_parse_args(int argc, char **argv, run_opts *o);
+
 typedef struct {
     const run_opts *o;
     char secret_hex[2 * BATON_STORE_SECRET_BYTES + 1];

@@ -136,14 +136,12 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     o->seed = 1;
     o->ddp = baton_ddp_defaults();
     int hidden_set = 0, channels_set = 0;
-    for (int i = 1; i < argc; i++) {
-        char flag[64];
-        const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
-        if (strncmp(a, "--", 2) != 0) return bad(a, "unexpected argument");
-        size_t fl = eq ? (size_t)(eq - a) : strlen(a);
-        if (fl >= sizeof flag) return bad(a, "unknown option");
-        memcpy(flag, a, fl);
-        flag[fl] = '\0';
+    static const char *const switches[] = {"--json", "--no-overlap", "--no-zero-copy", "--drop-last", "--resume",
+                                           "--no-prefetch", NULL};
+    cli_opts it = {.argc = argc, .argv = argv, .usage = usage_text, .switches = switches};
+    int rc;
+    while ((rc = cli_opts_next(&it)) > 0) {
+        const char *flag = it.flag, *val = it.val;
         if (!strcmp(flag, "--help")) {
             fputs(usage_text, stdout);
             return 1;
@@ -154,62 +152,37 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         if (!strcmp(flag, "--drop-last")) { o->drop_last = 1; continue; }
         if (!strcmp(flag, "--resume")) { o->resume = 1; continue; }
         if (!strcmp(flag, "--no-prefetch")) { o->no_prefetch = 1; continue; }
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
-        long l;
-        double d;
-        uint64_t u;
-#define LONG_OPT(name, field, lo, hi)                                                  \
-    if (!strcmp(flag, name)) {                                                       \
-        if (baton__parse_long(val, lo, hi, &l) < 0) return bad(flag, baton_last_error()); \
-        o->field = l;                                                                \
-        continue;                                                                    \
-    }
-#define DBL_OPT(name, field, lo, hi)                                                     \
-    if (!strcmp(flag, name)) {                                                         \
-        if (baton__parse_double(val, lo, hi, &d) < 0) return bad(flag, baton_last_error()); \
-        o->field = d;                                                                  \
-        continue;                                                                      \
-    }
         if (!strcmp(flag, "--epochs")) o->epochs_set = 1;
         if (!strcmp(flag, "--steps")) o->steps_set = 1;
         if (!strcmp(flag, "--lr")) o->lr_set = 1;
         if (!strcmp(flag, "--weight-decay")) o->wd_set = 1;
-        LONG_OPT("--epochs", epochs, 1, 100000)
-        LONG_OPT("--steps", steps, 1, 1000000000)
-        LONG_OPT("--batch", batch, 1, 65536)
-        LONG_OPT("--accum", accum, 1, 4096)
-        LONG_OPT("--threads", threads, 1, 1024)
-        LONG_OPT("--warmup", warmup, 0, 1000000000)
-        LONG_OPT("--warmup-steps", warmup, 0, 1000000000)
-        LONG_OPT("--step-every", step_every, 1, 1000000000)
-        LONG_OPT("--eval-batch", eval_batch, 1, 65536)
-        LONG_OPT("--train-samples", train_samples, 1, 10000000)
-        LONG_OPT("--log-every", log_every, 1, 1000000000)
-        LONG_OPT("--checkpoint-every", ckpt_every, 1, 1000000000)
-        if (!strcmp(flag, "--zero")) {
-            if (baton__parse_long(val, 0, 2, &l) < 0) return bad(flag, "expects 0, 1 or 2 (the ZeRO stage)");
-            o->ddp.zero = (int)l;
-            continue;
-        }
-        DBL_OPT("--lr", lr, 1e-12, 100.0)
-        DBL_OPT("--momentum", momentum, 0.0, 0.999999)
-        DBL_OPT("--weight-decay", weight_decay, 0.0, 10.0)
-        DBL_OPT("--clip", clip, 0.0, 1e9)
-        DBL_OPT("--gamma", gamma, 1e-9, 1.0)
-        DBL_OPT("--dropout", dropout, 0.0, 0.99)
-        DBL_OPT("--min-lr", min_lr, 0.0, 100.0)
-        DBL_OPT("--trust-coef", trust_coef, 1e-6, 10.0)
         if (!strcmp(flag, "--bucket-mb") && !strcmp(val, "auto")) {
             o->bucket_auto = 1;
             continue;
         }
-        DBL_OPT("--bucket-mb", ddp.bucket_mb, 0.001, 4096.0)
-        if (!strcmp(flag, "--seed")) {
-            if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
-                return bad(flag, "expects a non-negative integer");
-            o->seed = u;
+        if (cli_long(&it, "--epochs", 1, 100000, &o->epochs) || cli_long(&it, "--steps", 1, 1000000000, &o->steps) ||
+            cli_long(&it, "--batch", 1, 65536, &o->batch) || cli_long(&it, "--accum", 1, 4096, &o->accum) ||
+            cli_long(&it, "--threads", 1, 1024, &o->threads) || cli_long(&it, "--warmup", 0, 1000000000, &o->warmup) ||
+            cli_long(&it, "--warmup-steps", 0, 1000000000, &o->warmup) ||
+            cli_long(&it, "--step-every", 1, 1000000000, &o->step_every) ||
+            cli_long(&it, "--eval-batch", 1, 65536, &o->eval_batch) ||
+            cli_long(&it, "--train-samples", 1, 10000000, &o->train_samples) ||
+            cli_long(&it, "--log-every", 1, 1000000000, &o->log_every) ||
+            cli_long(&it, "--checkpoint-every", 1, 1000000000, &o->ckpt_every) ||
+            cli_double(&it, "--lr", 1e-12, 100.0, &o->lr) || cli_double(&it, "--momentum", 0.0, 0.999999, &o->momentum) ||
+            cli_double(&it, "--weight-decay", 0.0, 10.0, &o->weight_decay) ||
+            cli_double(&it, "--clip", 0.0, 1e9, &o->clip) || cli_double(&it, "--gamma", 1e-9, 1.0, &o->gamma) ||
+            cli_double(&it, "--dropout", 0.0, 0.99, &o->dropout) || cli_double(&it, "--min-lr", 0.0, 100.0, &o->min_lr) ||
+            cli_double(&it, "--trust-coef", 1e-6, 10.0, &o->trust_coef) ||
+            cli_double(&it, "--bucket-mb", 0.001, 4096.0, &o->ddp.bucket_mb) || cli_seed(&it, "--seed", &o->seed)) {
+            if (it.why) return bad(flag, it.why);
+            continue;
+        }
+        double d;
+        if (!strcmp(flag, "--zero")) {
+            long l;
+            if (baton__parse_long(val, 0, 2, &l) < 0) return bad(flag, "expects 0, 1 or 2 (the ZeRO stage)");
+            o->ddp.zero = (int)l;
         } else if (!strcmp(flag, "--model")) {
             if (strcmp(val, "mlp") && strcmp(val, "cnn")) return bad(flag, "expects mlp or cnn");
             o->model = val;
@@ -261,9 +234,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else {
             return bad(flag, "unknown option");
         }
-#undef LONG_OPT
-#undef DBL_OPT
     }
+    if (rc < 0) return bad(it.flag, it.why);
     int cnn = !strcmp(o->model, "cnn");
     o->mc.kind = cnn ? BATON_MODEL_CNN : BATON_MODEL_MLP;
     o->mc.in_c = 1;

@@ -78,67 +78,36 @@ static int parse(int argc, char **argv, gpt_opts *o) {
     o->gc = (baton_gpt_config){.vocab = BATON_TEXT_VOCAB, .context = 256, .layers = 6, .heads = 6, .dim = 384};
     o->ddp = baton_ddp_defaults();
     o->gemm = BATON_GEMM_ONEDNN;
-    for (int i = 1; i < argc; i++) {
-        char flag[64];
-        const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
-        if (strncmp(a, "--", 2) != 0) return bad(a, "unexpected argument");
-        size_t fl = eq ? (size_t)(eq - a) : strlen(a);
-        if (fl >= sizeof flag) return bad(a, "unknown option");
-        memcpy(flag, a, fl);
-        flag[fl] = '\0';
+    static const char *const switches[] = {"--json", "--no-overlap", NULL};
+    cli_opts it = {.argc = argc, .argv = argv, .usage = usage_text, .switches = switches};
+    int rc;
+    while ((rc = cli_opts_next(&it)) > 0) {
+        const char *flag = it.flag, *val = it.val;
         if (!strcmp(flag, "--help")) {
             fputs(usage_text, stdout);
             return 1;
         }
         if (!strcmp(flag, "--json")) { o->json = 1; continue; }
         if (!strcmp(flag, "--no-overlap")) { o->ddp.overlap = 0; continue; }
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else return bad(flag, cli_flag_listed(usage_text, flag) ? "needs a value" : "unknown option");
-        long l;
-        double d;
-        uint64_t u;
-#define INT_OPT(name, field, lo, hi)                                                     \
-    if (!strcmp(flag, name)) {                                                           \
-        if (baton__parse_long(val, lo, hi, &l) < 0) return bad(flag, baton_last_error()); \
-        field = l;                                                                       \
-        continue;                                                                        \
-    }
-#define DBL_OPT(name, field, lo, hi)                                                       \
-    if (!strcmp(flag, name)) {                                                             \
-        if (baton__parse_double(val, lo, hi, &d) < 0) return bad(flag, baton_last_error()); \
-        field = d;                                                                         \
-        continue;                                                                          \
-    }
-        INT_OPT("--layers", o->gc.layers, 1, 64)
-        INT_OPT("--heads", o->gc.heads, 1, 256)
-        INT_OPT("--dim", o->gc.dim, 1, 16384)
-        INT_OPT("--context", o->gc.context, 1, 4096)
-        INT_OPT("--steps", o->steps, 1, 1000000000)
-        INT_OPT("--batch", o->batch, 1, 65536)
-        INT_OPT("--threads", o->threads, 1, 1024)
-        INT_OPT("--warmup-steps", o->warmup, 0, 1000000000)
-        INT_OPT("--warmup", o->warmup, 0, 1000000000)
-        INT_OPT("--eval-every", o->eval_every, 1, 1000000000)
-        INT_OPT("--eval-windows", o->eval_windows, 1, 1000000)
-        INT_OPT("--log-every", o->log_every, 1, 1000000000)
-        DBL_OPT("--lr", o->lr, 1e-12, 100.0)
-        DBL_OPT("--weight-decay", o->weight_decay, 0.0, 10.0)
-        DBL_OPT("--clip", o->clip, 0.0, 1e9)
-        DBL_OPT("--beta2", o->beta2, 0.0, 0.999999)
-        DBL_OPT("--bucket-mb", o->ddp.bucket_mb, 0.001, 4096.0)
-        DBL_OPT("--time-limit", o->time_limit, 0.001, 1e9)
-#undef INT_OPT
-#undef DBL_OPT
-        if (!strcmp(flag, "--min-lr")) {
-            if (baton__parse_double(val, 0.0, 100.0, &d) < 0) return bad(flag, baton_last_error());
-            o->min_lr = d;
-            o->min_lr_set = 1;
-        } else if (!strcmp(flag, "--seed")) {
-            if (baton__parse_size(val, UINT64_MAX, &u) < 0 || strpbrk(val, "kKmMgGbB"))
-                return bad(flag, "expects a non-negative integer");
-            o->seed = u;
-        } else if (!strcmp(flag, "--model")) {
+        if (!strcmp(flag, "--min-lr")) o->min_lr_set = 1;
+        if (cli_int(&it, "--layers", 1, 64, &o->gc.layers) || cli_int(&it, "--heads", 1, 256, &o->gc.heads) ||
+            cli_int(&it, "--dim", 1, 16384, &o->gc.dim) || cli_int(&it, "--context", 1, 4096, &o->gc.context) ||
+            cli_long(&it, "--steps", 1, 1000000000, &o->steps) || cli_long(&it, "--batch", 1, 65536, &o->batch) ||
+            cli_long(&it, "--threads", 1, 1024, &o->threads) ||
+            cli_long(&it, "--warmup-steps", 0, 1000000000, &o->warmup) ||
+            cli_long(&it, "--warmup", 0, 1000000000, &o->warmup) ||
+            cli_long(&it, "--eval-every", 1, 1000000000, &o->eval_every) ||
+            cli_long(&it, "--eval-windows", 1, 1000000, &o->eval_windows) ||
+            cli_long(&it, "--log-every", 1, 1000000000, &o->log_every) || cli_double(&it, "--lr", 1e-12, 100.0, &o->lr) ||
+            cli_double(&it, "--weight-decay", 0.0, 10.0, &o->weight_decay) ||
+            cli_double(&it, "--clip", 0.0, 1e9, &o->clip) || cli_double(&it, "--beta2", 0.0, 0.999999, &o->beta2) ||
+            cli_double(&it, "--bucket-mb", 0.001, 4096.0, &o->ddp.bucket_mb) ||
+            cli_double(&it, "--time-limit", 0.001, 1e9, &o->time_limit) ||
+            cli_double(&it, "--min-lr", 0.0, 100.0, &o->min_lr) || cli_seed(&it, "--seed", &o->seed)) {
+            if (it.why) return bad(flag, it.why);
+            continue;
+        }
+        if (!strcmp(flag, "--model")) {
             if (strcmp(val, "gpt")) return bad(flag, "this is the gpt trainer; mlp and cnn take other options");
         } else if (!strcmp(flag, "--data")) {
             if (strcmp(val, "fortunes") && (strncmp(val, "text:", 5) || !val[5]))
@@ -161,6 +130,7 @@ static int parse(int argc, char **argv, gpt_opts *o) {
             return bad(flag, "unknown option (gpt takes --layers --heads --dim --context --data ...)");
         }
     }
+    if (rc < 0) return bad(it.flag, it.why);
     if (o->gc.dim % o->gc.heads) return bad("--dim", "must be divisible by --heads");
     if (!o->min_lr_set) o->min_lr = o->lr / 10.0;
     return 0;

@@ -13,7 +13,8 @@
  * unauthenticated connection is evicted to admit a new one, so a flood cannot lock workers out); an
  * unauthenticated connection lives at most auth_timeout_ms; BATON_STORE_MAX_KEYS keys and max_bytes of
  * keys + values; one request (<= 32 + 256 + 1 MiB bytes) and one response buffered per connection.
- * A connection freed during an event batch is parked in a graveyard and freed after the batch. */
+ * A connection freed during an event batch is parked in a graveyard and freed after the batch. The keys and
+ * values live in store_kv.c. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -30,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rendezvous/store_kv.h"
 #include "rendezvous/store_proto.h"
 #include "util/util.h"
 
@@ -70,14 +72,6 @@ struct barrier {
     unsigned char name[];
 };
 
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    uint32_t key_len, val_len;        /* bytes */
-    unsigned char *val;
-    unsigned char key[];
-} entry;
-
 struct baton_store_server {
     int listen_fd, wake_fd, epfd;
     int port;
@@ -86,9 +80,7 @@ struct baton_store_server {
     uint8_t secret[STORE_SECRET_MAX];
     size_t secret_len;
     baton__store_limits lim;
-    unsigned char hash_key[crypto_shorthash_KEYBYTES];
-    entry **buckets;
-    size_t nbuckets, nkeys, bytes;    /* bytes: keys + values held */
+    store_kv kv;                      /* the keys and values */
     conn *head, *tail, *getwait, *graveyard;
     barrier *barriers;
     uint32_t nconns, nunauth;
@@ -108,89 +100,8 @@ static void stat_add(baton_store_server *s, uint64_t *field, uint64_t n) {
 static void stat_gauges(baton_store_server *s) {
     pthread_mutex_lock(&s->mu);
     s->stats.open_conns = s->nconns;
-    s->stats.keys = (uint32_t)s->nkeys;
+    s->stats.keys = (uint32_t)s->kv.nkeys;
     pthread_mutex_unlock(&s->mu);
-}
-
-/* ---- key-value table ------------------------------------------------------------------------------- */
-
-static uint64_t key_hash(const baton_store_server *s, const unsigned char *k, size_t n) {
-    unsigned char h[crypto_shorthash_BYTES];
-    crypto_shorthash(h, k, n, s->hash_key);
-    return baton__get_le64(h);
-}
-
-static entry **find_slot(baton_store_server *s, const unsigned char *k, size_t n, uint64_t h) {
-    entry **pp = &s->buckets[h & (s->nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next)
-        if ((*pp)->hash == h && (*pp)->key_len == n && !memcmp((*pp)->key, k, n)) return pp;
-    return pp;
-}
-
-static void grow_table(baton_store_server *s) {
-    size_t nb = s->nbuckets * 2;
-    entry **b = calloc(nb, sizeof *b);
-    if (!b) return;   /* keep the old table: lookups stay correct, only slower */
-    for (size_t i = 0; i < s->nbuckets; i++)
-        for (entry *e = s->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = b[e->hash & (nb - 1)];
-            b[e->hash & (nb - 1)] = e;
-        }
-    free(s->buckets);
-    s->buckets = b;
-    s->nbuckets = nb;
-}
-
-/* Stores key = val (copied). Returns BATON_OK, BATON_ERANGE when a cap is reached, BATON_ENOMEM. */
-static int kv_put(baton_store_server *s, const unsigned char *k, size_t kn, const void *v, size_t vn) {
-    uint64_t h = key_hash(s, k, kn);
-    entry **pp = find_slot(s, k, kn, h);
-    size_t old = *pp ? (*pp)->val_len : 0;
-    size_t need = s->bytes - old + vn + (*pp ? 0 : kn);
-    if (need > s->lim.max_bytes) return BATON_ERANGE;
-    if (!*pp && s->nkeys >= BATON_STORE_MAX_KEYS) return BATON_ERANGE;
-    unsigned char *copy = malloc(vn ? vn : 1);
-    if (!copy) return BATON_ENOMEM;
-    memcpy(copy, v, vn);
-    if (*pp) {
-        free((*pp)->val);
-        (*pp)->val = copy;
-        (*pp)->val_len = (uint32_t)vn;
-    } else {
-        entry *e = malloc(sizeof *e + kn);
-        if (!e) {
-            free(copy);
-            return BATON_ENOMEM;
-        }
-        e->next = NULL;
-        e->hash = h;
-        e->key_len = (uint32_t)kn;
-        e->val_len = (uint32_t)vn;
-        e->val = copy;
-        memcpy(e->key, k, kn);
-        *pp = e;
-        s->nkeys++;
-        if (s->nkeys > s->nbuckets) grow_table(s);
-    }
-    s->bytes = need;
-    return BATON_OK;
-}
-
-static entry *kv_get(baton_store_server *s, const unsigned char *k, size_t kn) {
-    return *find_slot(s, k, kn, key_hash(s, k, kn));
-}
-
-static int kv_del(baton_store_server *s, const unsigned char *k, size_t kn) {
-    entry **pp = find_slot(s, k, kn, key_hash(s, k, kn));
-    entry *e = *pp;
-    if (!e) return 0;
-    *pp = e->next;
-    s->bytes -= e->key_len + e->val_len;
-    s->nkeys--;
-    free(e->val);
-    free(e);
-    return 1;
 }
 
 /* ---- connections ----------------------------------------------------------------------------------- */
@@ -324,7 +235,7 @@ static void respond(baton_store_server *s, conn *c, int status, int64_t arg, con
     flush(s, c);
 }
 
-static void wake_getters(baton_store_server *s, const unsigned char *k, size_t kn, const entry *e) {
+static void wake_getters(baton_store_server *s, const unsigned char *k, size_t kn, const store_kv_entry *e) {
     for (conn *c = s->getwait, *nx; c; c = nx) {
         nx = c->wnext;
         if (c->req.key_len == kn && !memcmp(c->body, k, kn)) {
@@ -414,16 +325,16 @@ static void do_barrier(baton_store_server *s, conn *c, const unsigned char *name
 static void execute(baton_store_server *s, conn *c) {
     const unsigned char *key = c->body;
     size_t kn = c->req.key_len;
-    entry *e;
+    store_kv_entry *e;
     int rc;
     switch (c->req.op) {
     case STORE_OP_SET:
-        rc = kv_put(s, key, kn, key + kn, c->req.val_len);
-        if (rc == BATON_OK) wake_getters(s, key, kn, kv_get(s, key, kn));
+        rc = store_kv_put(&s->kv, key, kn, key + kn, c->req.val_len);
+        if (rc == BATON_OK) wake_getters(s, key, kn, store_kv_get(&s->kv, key, kn));
         respond(s, c, rc, 0, NULL, 0);
         break;
     case STORE_OP_GET:
-        e = kv_get(s, key, kn);
+        e = store_kv_get(&s->kv, key, kn);
         if (e) respond(s, c, BATON_OK, 0, e->val, e->val_len);
         else if (c->req.timeout_ms == 0) respond(s, c, BATON_ETIMEDOUT, 0, NULL, 0);
         else {
@@ -432,11 +343,11 @@ static void execute(baton_store_server *s, conn *c) {
         }
         break;
     case STORE_OP_CHECK:
-        respond(s, c, BATON_OK, kv_get(s, key, kn) != NULL, NULL, 0);
+        respond(s, c, BATON_OK, store_kv_get(&s->kv, key, kn) != NULL, NULL, 0);
         break;
     case STORE_OP_ADD: {
         int64_t cur = 0, next;
-        e = kv_get(s, key, kn);
+        e = store_kv_get(&s->kv, key, kn);
         if (e && parse_i64(e->val, e->val_len, &cur) != 0) {
             respond(s, c, BATON_EINVAL, 0, NULL, 0);
             break;
@@ -447,13 +358,13 @@ static void execute(baton_store_server *s, conn *c) {
         }
         char txt[24];
         int n = snprintf(txt, sizeof txt, "%lld", (long long)next);
-        rc = kv_put(s, key, kn, txt, (size_t)n);
-        if (rc == BATON_OK) wake_getters(s, key, kn, kv_get(s, key, kn));
+        rc = store_kv_put(&s->kv, key, kn, txt, (size_t)n);
+        if (rc == BATON_OK) wake_getters(s, key, kn, store_kv_get(&s->kv, key, kn));
         respond(s, c, rc, next, NULL, 0);
         break;
     }
     case STORE_OP_DELETE:
-        respond(s, c, BATON_OK, kv_del(s, key, kn), NULL, 0);
+        respond(s, c, BATON_OK, store_kv_del(&s->kv, key, kn), NULL, 0);
         break;
     case STORE_OP_BARRIER:
         do_barrier(s, c, key, kn);
@@ -765,13 +676,8 @@ int baton__store_server_start_ex(const char *host, int port, const uint8_t *secr
     s->secret_len = secret_len;
     s->lim = default_limits(lim);
     s->next_deadline = UINT64_MAX;
-    crypto_shorthash_keygen(s->hash_key);
-    s->nbuckets = 256;
-    s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
-    if (!s->buckets) {
-        rc = baton__fail(BATON_ENOMEM, "store: out of memory");
-        goto fail;
-    }
+    rc = store_kv_init(&s->kv, s->lim.max_bytes);
+    if (rc < 0) goto fail;
     rc = open_listener(host ? host : "127.0.0.1", port, &s->listen_fd, &s->port);
     if (rc < 0) goto fail;
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -828,13 +734,7 @@ void baton_store_server_stop(baton_store_server *s) {
     while (s->head) kill_conn(s, s->head, NULL);
     bury(s);
     while (s->barriers) barrier_free(s, s->barriers);
-    for (size_t i = 0; s->buckets && i < s->nbuckets; i++)
-        for (entry *e = s->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            free(e->val);
-            free(e);
-        }
-    free(s->buckets);
+    store_kv_free(&s->kv);
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->wake_fd >= 0) close(s->wake_fd);
     if (s->epfd >= 0) close(s->epfd);
