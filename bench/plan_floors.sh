@@ -1,19 +1,23 @@
 #!/bin/sh
 # bench/plan_floors.sh: issue 9's two floors on one node, in one command, on a quiet machine.
 #  1. `baton plan calibrate` (shm and tcp, 2, 3 and 4 ranks), then fresh `baton bench` measurements of every
-#     algorithm at 1, 4 and 16 MiB on 2 and 4 ranks: predicted within 25 % of measured?
+#     algorithm at 1 to 16 MiB (factor 2) on 2 and 4 ranks: predicted within 25 % of measured?
 #  2. `baton bench --algo auto` following that calibration (BATON_TUNING) against the best forced algorithm
 #     at every size from 8 B to 256 MiB (factor 2), 2, 3 and 4 ranks, shm and tcp: auto within 5 % of the best?
 # Every measurement is one `baton run -n K -- baton bench allreduce --algo A,B,.. --rounds R` per transport
 # and world size: each size runs every algorithm in turn, R rounds over, and reports each algorithm's median
 # (a burst of load lands on one round of every algorithm, not on all rounds of one; the same binary, buffers
-# and CPUs for all). Up to 16 MiB every run is -w 2 -n 5 --min-time 0.02 (what `baton plan calibrate`
-# measures with); from 32 MiB -w 0 -n 1 (one iteration is 30 ms to 4 s there). Prints both tables,
-# `within 25 %: N of M`, `auto within 5 %: N of M`, the load average before and after each part and the
-# total time, which must stay under 15 minutes on 2 cores.
+# and CPUs for all). Every timed run of every algorithm follows its own warm-up (baton bench, since
+# 2026-11-26), so no algorithm is timed in the state the one before it left. Up to 16 MiB every run is
+# -w 2 -n 5 --min-time 0.02 (what `baton plan calibrate` measures with); from 32 MiB -w 1 -n 1 (one
+# iteration is 20 ms to 0.5 s there). Prints both tables, `within 25 %: N of M`, `auto within 5 %: N of M`,
+# the load average before and after each part and the total time, and last one line per floor:
+# `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
 #   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (3: above),
-#          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp")
+#          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp"),
+#          PARTS ("pred auto": which checks to run), CAL (a calibration file to use instead of calibrating;
+#          for running the script in pieces, e.g. CAL=OUT/cal.json PARTS=auto TRANSPORTS=tcp RANKS_AUTO=3)
 # The simulated cluster (2 nodes x 2 ranks, root): bench/plan_floors_net.sh. On a shared machine wrap it in
 # `flock /tmp/baton-bench.lock`.
 BUILD=${BUILD:-build}
@@ -24,6 +28,14 @@ MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
+PARTS=${PARTS-"pred auto"}   # set but empty: refused below
+CAL=${CAL:-}
+case " $PARTS " in *" pred "*) do_pred=1 ;; *) do_pred=0 ;; esac
+case " $PARTS " in *" auto "*) do_auto=1 ;; *) do_auto=0 ;; esac
+for p in $PARTS; do
+    case $p in pred|auto) ;; *) echo "PARTS='$PARTS': expected pred, auto or both" >&2; exit 2 ;; esac
+done
+[ $do_pred = 1 ] || [ $do_auto = 1 ] || { echo "PARTS='$PARTS': expected pred, auto or both" >&2; exit 2; }
 PY=/usr/bin/python3
 start=$(date +%s)
 if [ -n "${1:-}" ]; then
@@ -52,43 +64,57 @@ bench() {
 }
 
 # ---- 1. calibrate, then measure against the predictions -----------------------------------------------
-ranks_cal=$(echo $RANKS_PRED $RANKS_AUTO | tr ' ' '\n' | sort -un | paste -sd, -)
-"$B" plan calibrate --ranks "$ranks_cal" --transports "$(echo $TRANSPORTS | tr ' ' ,)" --rounds "$CAL_ROUNDS" \
-    --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | sed -n 1,3p || { cat "$O/calibrate.log"; exit 1; }
-[ -s "$O/cal.json" ] || { cat "$O/calibrate.log"; exit 1; }
-echo "calibrated at $(elapsed) s, load $(load)"
+if [ -n "$CAL" ]; then
+    [ -s "$CAL" ] || { echo "CAL=$CAL: no such calibration file" >&2; exit 2; }
+    [ "$CAL" -ef "$O/cal.json" ] || cp "$CAL" "$O/cal.json" || exit 1
+    echo "calibration: $CAL (not measured again)"
+else
+    ranks_cal=$(echo $RANKS_PRED $RANKS_AUTO | tr ' ' '\n' | sort -un | paste -sd, -)
+    "$B" plan calibrate --ranks "$ranks_cal" --transports "$(echo $TRANSPORTS | tr ' ' ,)" --rounds "$CAL_ROUNDS" \
+        --max-bytes "$maxb" --out "$O/cal.json" 2>"$O/calibrate.log" | sed -n 1,3p || { cat "$O/calibrate.log"; exit 1; }
+    [ -s "$O/cal.json" ] || { cat "$O/calibrate.log"; exit 1; }
+    echo "calibrated at $(elapsed) s, load $(load)"
+fi
 : >"$O/rows"
-for tr in $TRANSPORTS; do
-    for k in $RANKS_PRED; do bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5; done
-done
+if [ $do_pred = 1 ]; then
+    for tr in $TRANSPORTS; do
+        for k in $RANKS_PRED; do bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5; done
+    done
+    echo "prediction check measured at $(elapsed) s, load $(load)"
+fi
 mv "$O/rows" "$O/pred_rows"
-echo "prediction check measured at $(elapsed) s, load $(load)"
 
 # ---- 2. auto against every forced algorithm -------------------------------------------------------------
 export BATON_TUNING="$O/cal.json"
-for tr in $TRANSPORTS; do
-    for k in $RANKS_AUTO; do
-        bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
-        [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
-        [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 0 1
+: >"$O/rows"
+if [ $do_auto = 1 ]; then
+    for tr in $TRANSPORTS; do
+        for k in $RANKS_AUTO; do
+            bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
+            [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
+            [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 1 1
+        done
     done
-done
+    echo "auto check measured at $(elapsed) s, load after: $(load)"
+fi
 unset BATON_TUNING
 mv "$O/rows" "$O/auto_rows"
-echo "auto check measured at $(elapsed) s, load after: $(load)"
 
-"$PY" - "$O/pred_rows" "$O/auto_rows" "$O/cal.json" "$B" <<'PYEOF'
+"$PY" - "$O/pred_rows" "$O/auto_rows" "$O/cal.json" "$B" $do_pred $do_auto "$O/verdicts" >"$O/tables" <<'PYEOF'
 import json, subprocess, sys
 pred_rows, auto_rows, cal, baton = sys.argv[1:5]
+do_pred, do_auto = sys.argv[5] == "1", sys.argv[6] == "1"
+verdicts = []
 def rows(path):
     out = {}
     for line in open(path):
         tr, k, asked, used, b, us = line.split()
         out[(tr, int(k), int(b), asked)] = (float(us), used)
     return out
+say = print if do_pred else (lambda *x: None)
 p = rows(pred_rows)
-print("\nprediction (baton plan allreduce --calibrated) against baton bench, median of the rounds")
-print("%-4s %5s %-7s %10s %14s %14s %8s" % ("link", "ranks", "algo", "bytes", "predicted_us", "measured_us", "error"))
+say("\nprediction (baton plan allreduce --calibrated) against baton bench, median of the rounds")
+say("%-4s %5s %-7s %10s %14s %14s %8s" % ("link", "ranks", "algo", "bytes", "predicted_us", "measured_us", "error"))
 ok = total = 0
 for (tr, k, b, a), (us, used) in sorted(p.items()):
     out = subprocess.run([baton, "plan", "allreduce", "--calibrated", cal, "--link", tr, "--ranks", str(k), "--bytes", str(b),
@@ -97,15 +123,17 @@ for (tr, k, b, a), (us, used) in sorted(p.items()):
     err = (pred - us) / us
     total += 1
     ok += abs(err) <= 0.25
-    print("%-4s %5d %-7s %10d %14.1f %14.1f %+7.1f%%%s" % (tr, k, a, b, pred, us, 100 * err, "" if abs(err) <= 0.25 else "  MISSED"))
-print("within 25 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+    say("%-4s %5d %-7s %10d %14.1f %14.1f %+7.1f%%%s" % (tr, k, a, b, pred, us, 100 * err, "" if abs(err) <= 0.25 else "  MISSED"))
+say("within 25 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+if do_pred: verdicts.append("floor prediction (within 25 %%, 1-16 MiB): %s (%d of %d)" % ("met" if ok == total and total else "MISSED", ok, total))
 
+say = print if do_auto else (lambda *x: None)
 q = rows(auto_rows)
 cells = {}
 for (tr, k, b, a), v in q.items():
     cells.setdefault((tr, k, b), {})[a] = v
-print("\n--algo auto against the best forced algorithm, median of the rounds")
-print("%-4s %5s %10s %12s %12s %-7s %-7s %9s" % ("link", "ranks", "bytes", "auto_us", "best_us", "best", "auto", "auto/best"))
+say("\n--algo auto against the best forced algorithm, median of the rounds")
+say("%-4s %5s %10s %12s %12s %-7s %-7s %9s" % ("link", "ranks", "bytes", "auto_us", "best_us", "best", "auto", "auto/best"))
 ok = total = 0
 for key in sorted(cells):
     c = cells[key]
@@ -116,9 +144,16 @@ for key in sorted(cells):
     ratio = c["auto"][0] / forced[best]
     total += 1
     ok += ratio <= 1.05
-    print("%-4s %5d %10d %12.2f %12.2f %-7s %-7s %9.3f%s" % (key[0], key[1], key[2], c["auto"][0], forced[best], best,
+    say("%-4s %5d %10d %12.2f %12.2f %-7s %-7s %9.3f%s" % (key[0], key[1], key[2], c["auto"][0], forced[best], best,
           c["auto"][1], ratio, "" if ratio <= 1.05 else "  MISSED"))
-print("auto within 5 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+say("auto within 5 %%: %d of %d%s" % (ok, total, "  (met)" if ok == total and total else "  (MISSED)"))
+if do_auto: verdicts.append("floor auto (within 5 %% of the best forced, 8 B-256 MiB): %s (%d of %d)" % ("met" if ok == total and total else "MISSED", ok, total))
+open(sys.argv[7], "w").write("".join(v + "\n" for v in verdicts))
 PYEOF
+status=$?
+cat "$O/tables"
+[ $status = 0 ] || echo "the tables could not be made (exit $status)"
 [ -s "$O/errors" ] && { echo "stderr of the benches ($O/errors):"; head -5 "$O/errors"; }
-echo "total time: $(elapsed) s"
+echo "total time: $(elapsed) s, load $(load)"
+echo
+cat "$O/verdicts" 2>/dev/null

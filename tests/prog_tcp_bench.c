@@ -63,7 +63,8 @@ static int rank_main(const opts *o, int rank, int lfd, const char *const *addrs,
     if (!buf || !buf2) return 1;
     memset(buf, 0, o->maxb + 64);   /* fault the pages in before timing */
     memset(buf2, 0, o->maxb + 64);
-    baton_group g = {t, o->n, rank, NULL, UINT64_MAX, o->seg};
+    baton_scratch scratch = {0};   /* kept between calls, as a communicator keeps it */
+    baton_group g = {t, o->n, rank, NULL, UINT64_MAX, o->seg, &scratch};
     if (rank == 0) printf("# %d ranks, reduce kernels: %s\n", o->n, baton__reduce_isa());
     if (rank == 0) printf("%12s %8s %6s %12s %10s %10s\n", "bytes", "algo", "dtype", "time_us", "algbw", "busbw");
     for (uint64_t b = o->minb; b <= o->maxb; b = (uint64_t)((double)b * o->factor) > b ? (uint64_t)((double)b * o->factor) : b + 1) {
@@ -89,6 +90,7 @@ static int rank_main(const opts *o, int rank, int lfd, const char *const *addrs,
         fflush(stdout);
     }
     t->ops->close(t);
+    baton__scratch_free(&scratch);
     free(buf);
     free(buf2);
     return 0;

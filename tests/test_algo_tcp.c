@@ -93,7 +93,7 @@ static void mesh_init(mesh *m, int n, body_fn body, void *arg) {
 }
 
 static baton_group group_of(baton_transport *t, int n, int rank, size_t seg) {
-    return (baton_group){t, n, rank, NULL, baton__deadline_after(30), seg};
+    return (baton_group){t, n, rank, NULL, baton__deadline_after(30), seg, NULL};
 }
 
 /* ---- data and reference ------------------------------------------------------------------------ */
@@ -206,6 +206,7 @@ typedef struct {
     size_t seg;
     int all_types;   /* 0: only f32 sum and bf16 sum / avg */
     int framed;      /* set t->hdr so that every message carries a checked frame header */
+    int scratch;     /* one baton_scratch for all the rank's calls, as a communicator keeps it (0: none) */
 } ar_case;
 
 
@@ -229,6 +230,8 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
     uint8_t *in = malloc(cap), *out = malloc(cap);
     ASSERT_TRUE(in && out);
     baton_group g = group_of(t, n, rank, c->seg);
+    baton_scratch scratch = {0};
+    if (c->scratch) g.scratch = &scratch;
     baton_coll_desc desc = {0, 0, 0, 0, 0, 0};
     baton_msg_hdr hdr;
     baton__desc_msg_hdr(&hdr, &desc);
@@ -246,6 +249,7 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
                     g.deadline_ns = baton__deadline_after(30);
                     desc = (baton_coll_desc){desc.seq + 1, count, 0, (uint8_t)dt, (uint8_t)op, 0};
                     t->hdr = c->framed ? &hdr : NULL;
+                    if (scratch.p) memset(scratch.p, 0xff, scratch.cap);   /* NaN: stale scratch must not matter */
                     int rc = c->fn(&g, in, dst, count, dt, op);
                     if (rc < 0)
                         th_fail(__FILE__, __LINE__, "%s n=%d rank %d count %zu %s %s: %s", c->name, n, rank, count,
@@ -260,6 +264,19 @@ static void ar_body(mesh *m, int rank, baton_transport *t) {
         }
     }
     t->hdr = NULL;
+    if (c->scratch && n > 1 && maxc >= (size_t)n) {
+        /* the scratch was kept and grown, never given back (rd's holds a whole f64 vector); a call of the
+         * largest size again (f64: the largest working size) runs in the same memory */
+        void *p = scratch.p;
+        size_t cap = scratch.cap;
+        ASSERT_TRUE(p != NULL && cap >= (c->fn == baton__allreduce_rd ? maxc * 8 : 1));
+        for (size_t i = 0; i < maxc; i++) put(in, i, BATON_F64, val(rank, i, BATON_SUM));
+        g.deadline_ns = baton__deadline_after(30);
+        ASSERT_OK(c->fn(&g, in, out, maxc, BATON_F64, BATON_SUM));
+        check_allreduce(rank, n, c->name, out, maxc, BATON_F64, BATON_SUM, 0);
+        ASSERT_TRUE(scratch.p == p && scratch.cap == cap);
+    }
+    baton__scratch_free(&scratch);
     free(in);
     free(out);
 }
@@ -270,7 +287,9 @@ static void run_allreduce_matrix(allreduce_fn fn, const char *name, int framed, 
         int n = worlds[w];
         /* 9001 elements: several 1 KiB ring segments, and rd's halving-doubling path (>= 32 KiB) */
         size_t counts[] = {0, 1, 7, (size_t)n - 1 ? (size_t)n - 1 : 2, (size_t)n + 1, 37, 1001, 9001};
-        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), seg, 1, framed};
+        /* framed runs keep one scratch per rank across every call (as a communicator does); unframed
+         * ones allocate per call */
+        ar_case c = {fn, name, counts, (int)(sizeof counts / sizeof *counts), seg, 1, framed, framed};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
@@ -287,11 +306,11 @@ TEST_T(rd_allreduce_all_types_ops_worlds, 120) { run_allreduce_matrix(baton__all
 TEST_T(allreduce_large_buffers, 120) {
     static const size_t counts[] = {(size_t)3 << 18, ((size_t)1 << 19) + 3};   /* 3 MiB, 2 MiB of f32 */
     for (int n = 2; n <= 4; n++) {
-        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1};
+        ar_case c = {baton__allreduce_ring, "ring", counts, 2, 0, 0, 1, 1};
         mesh m;
         mesh_init(&m, n, ar_body, &c);
         run_mesh(&m);
-        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1};
+        ar_case d = {baton__allreduce_rd, "rd", counts + 1, 1, 0, 0, 1, 1};
         mesh_init(&m, n, ar_body, &d);
         run_mesh(&m);
     }
@@ -357,11 +376,14 @@ static const size_t SMALL_COUNTS[] = {0, 1, 2, 7, 9, 300, 1001};
 static void rs_body(mesh *m, int rank, baton_transport *t) {
     const int n = m->n;
     baton_group g = group_of(t, n, rank, 1024);
+    baton_scratch scratch = {0};   /* every other call: the kept scratch a communicator passes, poisoned */
     for (int k = 0; k < NSMALL; k++) {
         size_t count = SMALL_COUNTS[k], total = count * (size_t)n;
         for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
             for (int op = 0; op < BATON_OP_COUNT; op++)
                 for (int inplace = 0; inplace < 2; inplace++) {
+                    g.scratch = (k + dt + op) % 2 ? &scratch : NULL;
+                    if (scratch.p) memset(scratch.p, 0xff, scratch.cap);
                     size_t esz = baton__esize(dt);
                     uint8_t *in = malloc(total * esz + 8), *out = malloc(count * esz + 8);
                     ASSERT_TRUE(in && out);
@@ -382,6 +404,8 @@ static void rs_body(mesh *m, int rank, baton_transport *t) {
                     free(out);
                 }
     }
+    if (n > 2) ASSERT_TRUE(scratch.p != NULL);   /* the partials of n >= 3 ranks used it */
+    baton__scratch_free(&scratch);
 }
 
 static void ag_body(mesh *m, int rank, baton_transport *t) {
@@ -492,7 +516,7 @@ static void subgroup_body(mesh *m, int rank, baton_transport *t) {
     for (int i = 0; i < 3; i++)
         if (members[i] == rank) me = i;
     if (me < 0) return;   /* ranks 1 and 3 sit this one out */
-    baton_group g = {t, 3, me, members, baton__deadline_after(30), 1024};
+    baton_group g = {t, 3, me, members, baton__deadline_after(30), 1024, NULL};
     size_t count = 1001;
     float *buf = malloc(count * sizeof *buf);
     ASSERT_TRUE(buf != NULL);

@@ -28,6 +28,37 @@ TEST(median_of_odd_even_and_empty) {
     ASSERT_NEAR(baton__median(NULL, 0), 0.0, 0);
 }
 
+/* The interleaving of baton bench --rounds and first-use calibration: every round a permutation, every
+ * alternative once in each position, and each ordered pair (a right before b) equally often over a full
+ * design (n rounds, 2n for odd n). A rotation (round r starting at r mod n) fails the last check: there the
+ * same alternative always precedes a given one. */
+TEST(round_order_is_a_balanced_latin_square) {
+    ASSERT_EQ_INT(baton__round_order(1, 0, 0), 0);
+    ASSERT_EQ_INT(baton__round_order(1, 5, 0), 0);
+    for (int n = 2; n <= 7; n++) {
+        int rounds = n % 2 ? 2 * n : n, pos[8][8] = {{0}}, pair[8][8] = {{0}};
+        for (int r = 0; r < rounds; r++) {
+            int seen = 0, prev = -1;
+            for (int k = 0; k < n; k++) {
+                int a = baton__round_order(n, r, k);
+                ASSERT_TRUE(a >= 0 && a < n);
+                seen |= 1 << a;
+                pos[a][k]++;
+                if (prev >= 0) pair[prev][a]++;
+                prev = a;
+            }
+            ASSERT_EQ_INT(seen, (1 << n) - 1);
+        }
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++) {
+                ASSERT_EQ_INT(pos[a][b], rounds / n);
+                if (a != b) ASSERT_EQ_INT(pair[a][b], n % 2 ? 2 : 1);
+            }
+        /* a longer run repeats the design */
+        for (int k = 0; k < n; k++) ASSERT_EQ_INT(baton__round_order(n, rounds + 1, k), baton__round_order(n, 1, k));
+    }
+}
+
 TEST(parse_long_is_strict) {
     long v = 0;
     ASSERT_OK(baton__parse_long("42", 0, 100, &v));

@@ -52,7 +52,7 @@ static void usage(FILE *f) {
             "  -e MAXBYTES     largest size (default 64M)\n"
             "  -f FACTOR       size multiplier between rows (default 2)\n"
             "  -n ITERS        timed iterations per size, at least (default 20; more until 20 ms are filled)\n"
-            "  -w WARMUP       warm-up iterations per size (default 5)\n"
+            "  -w WARMUP       warm-up iterations per size and round (default 5)\n"
             "  -c 0|1          check every element of the warm-up results and of one more iteration after\n"
             "                  the timed ones, outside the timing (default 0: wrong is N/A)\n"
             "  -d DTYPE        f32 f64 f16 bf16 i32 i64 (default f32)\n"
@@ -60,8 +60,8 @@ static void usage(FILE *f) {
             "  -r ROOT         broadcast root (default 0)\n"
             "  --algo A[,B..]  auto ring rd direct hier (default auto); a list (at most 4) runs each size\n"
             "                  with each algorithm in turn, one row each, and --csv adds a column asked\n"
-            "  --rounds R      per size, R interleaved rounds of every --algo; time_us is the median of\n"
-            "                  the rounds (default 1)\n"
+            "  --rounds R      per size, R interleaved rounds of every --algo, each run after its own -w\n"
+            "                  warm-up iterations; time_us is the median of the rounds (default 1)\n"
             "  --transport T   auto shm tcp mpi (default auto; mpi: under Open MPI's mpirun)\n"
             "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
@@ -421,20 +421,26 @@ int baton_cmd_bench(int argc, char **argv) {
                 break;
             }
             fill(&o, rank, n, &b, count, 0);
-            /* every algorithm in turn, --rounds times over (warm-up in the first round only), round r
-             * starting with algorithm r mod n so that none always runs first; each algorithm's row reports
-             * the median of its rounds */
+            /* with -w 0 the first algorithm of the first round paid the output's page faults (the others
+             * found it mapped): fault it in before anything is timed (with warm-ups, they do it) */
+            if (b.recv != b.send && o.warmup == 0) memset(b.recv, 0, rb > sb ? rb : sb);
+            /* every algorithm in turn, --rounds times over, in the order of baton__round_order (none
+             * always first, none always after the same one: a Williams design, util.h). Every timed run follows its own -w warm-up iterations: what one
+             * algorithm leaves behind (caches, scratch, page faults) is not timed as the next one's. Until
+             * 2026-11-26 only the first round warmed up, and with -w 0 -n 1 at 32 MiB and more an algorithm
+             * listed after rd measured rd's aftermath (docs/plan.md). Each algorithm's row reports the
+             * median of its rounds. */
             double ts[BENCH_MAX_ALGOS][BENCH_MAX_ROUNDS];
             long wrongs[BENCH_MAX_ALGOS] = {0};
             baton_algo used[BENCH_MAX_ALGOS];
             int rc = BATON_OK;
             for (long r = 0; r < o.rounds && rc >= 0; r++)
                 for (int k = 0; k < o.nalgos && rc >= 0; k++) {
-                    int ai = (int)((r + k) % o.nalgos);
+                    int ai = baton__round_order(o.nalgos, r, k);
                     long w = 0;
                     baton_comm_set_algo(c, o.algos[ai]);
                     used[ai] = BATON_ALGO_AUTO;
-                    rc = bench_size(c, &o, &b, count, r == 0 ? o.warmup : 0, &ts[ai][r], &w, &used[ai]);
+                    rc = bench_size(c, &o, &b, count, o.warmup, &ts[ai][r], &w, &used[ai]);
                     wrongs[ai] += w;
                 }
             if (rc < 0) {

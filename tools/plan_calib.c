@@ -20,14 +20,15 @@
 #include "util/util.h"
 
 /* The bench settings of every measurement (bench/plan_floors.sh measures with the same ones). Above
- * CAL_SPLIT bytes one iteration fills --min-time many times over: no warm-up and one timed iteration per
- * round, the median of the rounds (rd takes 0.9 s at 64 MiB over 4 ranks on 2 CPUs: -w 2 -n 5 would make the
- * calibration minutes longer; the buffers are already written by the fill). */
+ * CAL_SPLIT bytes one iteration fills --min-time many times over: one warm-up and one timed iteration per
+ * round, the median of the rounds (-w 2 -n 5 would make the calibration minutes longer). The warm-up
+ * (none until 2026-11-26) makes each algorithm's timed iteration start from its own state, not from what
+ * the algorithm before it in the round left behind. */
 #define CAL_WARMUP "2"
 #define CAL_ITERS "5"
 #define CAL_MIN_TIME "0.02"
 #define CAL_SPLIT (16.0 * 1024 * 1024)
-#define CAL_BIG_WARMUP "0"
+#define CAL_BIG_WARMUP "1"
 #define CAL_BIG_ITERS "1"
 
 /* The algorithms each link can run: one node (shm, tcp) or several (net). */
@@ -269,7 +270,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
                                                    "'sh tests/cluster/netns.sh launch NAME -n 2 --'"},
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
-                                                       "one timed iteration per round, no warm-up)"},
+                                                       "one warm-up and one timed iteration per round)"},
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "interleaved rounds of every algorithm inside each bench; each size keeps its median (default 3)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},

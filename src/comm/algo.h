@@ -10,6 +10,22 @@
 #include "baton/comm.h"
 #include "transport/transport.h"
 
+/* Scratch memory owned by a communicator and reused by its collectives (they run one at a time). A
+ * whole-message scratch malloc'ed per call is, at least from 32 MiB (glibc's largest mmap threshold), a
+ * fresh mapping faulted in page by page on every call: 0.75 to 2.2 s per 256 MiB all-reduce on this
+ * machine (docs/plan.md). */
+typedef struct {
+    void *p;
+    size_t cap;
+} baton_scratch;
+
+/* At least `bytes` of scratch, 64-byte aligned. With s NULL the call gets a buffer of its own, returned in
+ * *owned as well, to free() when done (*owned is NULL otherwise). NULL when out of memory. The contents
+ * are not kept between calls. */
+void *baton__scratch_get(baton_scratch *s, size_t bytes, void **owned);
+/* Frees the communicator's scratch (at baton_comm_free). */
+void baton__scratch_free(baton_scratch *s);
+
 typedef struct {
     baton_transport *t;
     int n;              /* ranks in the group */
@@ -17,12 +33,14 @@ typedef struct {
     const int *ranks;   /* group index -> global rank (transport peer id); NULL means identity */
     uint64_t deadline_ns;
     size_t segment_bytes; /* pipelining segment; 0 picks the default (256 KiB) */
+    baton_scratch *scratch; /* the communicator's reusable scratch; NULL: each call allocates and frees its own */
 } baton_group;
 
 static inline int baton__group_peer(const baton_group *g, int idx) { return g->ranks ? g->ranks[idx] : idx; }
 
 /* All take send == recv for in place, any count (including 0 and counts not divisible by n). AVG divides
- * by g->n. They allocate what scratch they need and free it before returning. */
+ * by g->n. Their scratch comes from g->scratch (kept by the communicator between calls) or, without one,
+ * is allocated and freed by the call. */
 int baton__allreduce_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op);
 int baton__allreduce_rd(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt, baton_op op);
 int baton__reduce_scatter_ring(const baton_group *g, const void *send, void *recv, size_t count, baton_dtype dt,

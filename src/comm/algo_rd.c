@@ -111,12 +111,14 @@ int baton__allreduce_rd(const baton_group *g, const void *send, void *recv, size
     const size_t wsz = baton__esize(wdt);
     size_t wbytes;
     if (!baton__mul_ok(count, wsz, &wbytes)) return baton__fail(BATON_EINVAL, "rd allreduce: count %zu overflows", count);
-    uint8_t *inc = malloc(wbytes), *acc = is16 ? malloc(wbytes) : recv;
-    if (!inc || !acc) {
-        free(inc);
-        if (is16) free(acc);
-        return baton__fail(BATON_ENOMEM, "rd allreduce: out of memory for %zu bytes of scratch", wbytes);
-    }
+    /* inc: a partner's vector; acc: the f32 accumulator of 16-bit dtypes (recv itself otherwise) */
+    const size_t acc_off = (wbytes + 63) & ~(size_t)63;
+    if (acc_off < wbytes || acc_off > SIZE_MAX - wbytes) return baton__fail(BATON_EINVAL, "rd allreduce: count %zu overflows", count);
+    const size_t need = is16 ? acc_off + wbytes : wbytes;
+    void *owned;
+    uint8_t *inc = baton__scratch_get(g->scratch, need, &owned);
+    if (!inc) return baton__fail(BATON_ENOMEM, "rd allreduce: out of memory for %zu bytes of scratch", need);
+    uint8_t *acc = is16 ? inc + acc_off : recv;
     if (is16) {
         if (dt == BATON_F16) baton__f16_to_f32((float *)acc, send, count);
         else baton__bf16_to_f32((float *)acc, send, count);
@@ -147,7 +149,6 @@ int baton__allreduce_rd(const baton_group *g, const void *send, void *recv, size
         if (me % 2) rc = baton__gsendrecv(g, me - 1, recv, count * esz, -1, NULL, 0, "rd allreduce (unfold)");
         else rc = baton__gsendrecv(g, -1, NULL, 0, me + 1, recv, count * esz, "rd allreduce (unfold)");
     }
-    free(inc);
-    if (is16) free(acc);
+    free(owned);
     return rc;
 }

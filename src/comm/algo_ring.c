@@ -63,7 +63,8 @@ static void rs_combine(void *ctx, size_t lo_b, size_t hi_b) {
  * when it starts (raw input, or the previous step's partial), so the whole chunk streams out while the
  * incoming one is combined segment by segment as it lands (baton_recv_progress): the link never waits for
  * the reduction. A partial that cannot land in place (in place, or 16-bit raw values) lands in one reused
- * buffer of at most 16 segments, which stays cache-warm and is not re-faulted on every call. */
+ * buffer of at most 16 segments, which stays cache-warm. All scratch is the group's (the communicator's,
+ * kept between calls: not re-faulted on every call). */
 static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, baton_dtype dt, baton_op op, int a,
                    uint8_t *acc, uint8_t *out, const char *what) {
     const int n = g->n, me = g->me, right = baton__mod(me + 1, n), left = baton__mod(me - 1, n);
@@ -81,12 +82,33 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
      * ranks it is also the first step, and one fused kernel pass turns raw values into the result). */
     const size_t mlen = maxlen < msg ? maxlen : msg;
     const int avg_n = op == BATON_AVG ? n : 1;
+    /* A step whose partial cannot land where it goes (16-bit raw values, or in place) lands in tmp. */
+    int need_tmp = 0;
+    for (int s = 0; s < n - 1; s++) {
+        size_t roff, rlen;
+        baton__chunk(count, n, baton__mod(me + a - s - 1, n), &roff, &rlen);
+        const uint8_t *d = acc ? acc + roff * esz : s == n - 2 && !is16 ? out : NULL;   /* else scratch */
+        if ((is16 && s == 0) || (d && overlaps(d, rlen * wsz, mine + roff * esz, rlen * esz))) need_tmp = 1;
+    }
+    /* One piece of the group's scratch (kept by the communicator between calls), 64-byte aligned parts:
+     * two chunk-sized partials, the last step's f32 landing buffer, the message-sized landing buffer. */
+    const size_t part[4] = {!acc && n > 2 ? maxlen * wsz : 0, !acc && n > 3 ? maxlen * wsz : 0,
+                            is16 && n > 2 ? mlen * 4 : 0, need_tmp ? mlen * wsz : 0};
+    size_t at[4], total = 0;
+    for (int i = 0; i < 4; i++) {
+        at[i] = total;
+        total += (part[i] + 63) & ~(size_t)63;
+    }
     uint8_t *pp[2] = {NULL, NULL}, *tmp = NULL, *fin = NULL;
+    void *owned = NULL;
     int rc = BATON_OK;
-    if ((!acc && n > 2 && !(pp[0] = malloc(maxlen * wsz + 1))) ||
-        (!acc && n > 3 && !(pp[1] = malloc(maxlen * wsz + 1))) || (is16 && n > 2 && !(fin = malloc(mlen * 4 + 1)))) {
-        rc = baton__fail(BATON_ENOMEM, "%s: out of memory for %zu-element scratch", what, maxlen);
-        goto done;
+    if (total) {
+        uint8_t *base = baton__scratch_get(g->scratch, total, &owned);
+        if (!base) return baton__fail(BATON_ENOMEM, "%s: out of memory for %zu bytes of scratch", what, total);
+        if (part[0]) pp[0] = base + at[0];
+        if (part[1]) pp[1] = base + at[1];
+        if (part[2]) fin = base + at[2];
+        if (part[3]) tmp = base + at[3];
     }
     for (int s = 0; s < n - 1; s++) {
         const int sc = baton__mod(me + a - s, n), rcv = baton__mod(me + a - s - 1, n);
@@ -102,10 +124,7 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         const size_t dstep = last && is16 ? 0 : msg * wsz;   /* fin is reused by every message */
         const uint8_t *src = s == 0 ? mine + soff * esz : acc ? acc + soff * esz : pp[(s - 1) & 1];
         const int direct = !(is16 && s == 0) && !overlaps(dst, rlen * wsz, mine + roff * esz, rlen * esz);
-        if (!direct && !tmp && !(tmp = malloc(mlen * wsz + 1))) {
-            rc = baton__fail(BATON_ENOMEM, "%s: out of memory for a %zu-element landing buffer", what, msg);
-            goto done;
-        }
+        BATON_ASSERT(direct || tmp);
         size_t nmsg = ((slen > rlen ? slen : rlen) + msg - 1) / msg;
         for (size_t k = 0; k < nmsg; k++) {
             size_t b = k * msg;
@@ -123,10 +142,7 @@ static int ring_rs(const baton_group *g, const uint8_t *mine, size_t count, bato
         }
     }
 done:
-    free(pp[0]);
-    free(pp[1]);
-    free(tmp);
-    free(fin);
+    free(owned);
     return rc;
 }
 

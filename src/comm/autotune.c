@@ -247,15 +247,19 @@ int baton__autotune_first_use(baton_comm *c) {
     for (size_t i = 0; i < FIRST_MAX_BYTES / sizeof(float); i++) send[i] = (float)(i % 7);
     baton_algo saved = c->algo;
     uint64_t t0 = baton__now_ns();
-    /* every size with every candidate in turn, FIRST_ROUNDS times over: a burst of load lands on one round */
+    /* every size with every candidate in turn, FIRST_ROUNDS times over: a burst of load lands on one round.
+     * Each timed run follows its own warm-up call, and the candidates' order changes from round to round
+     * (baton__round_order), so that none is always timed right after the same other one (as baton bench
+     * --rounds does; until 2026-11-26 only round 0 warmed up and the order was fixed). */
     for (int r = 0; r < FIRST_ROUNDS && rc >= 0; r++)
         for (int s = 0; s < ns && rc >= 0; s++)
-            for (int a = 0; a < n && rc >= 0; a++) {
+            for (int k = 0; k < n && rc >= 0; k++) {
+                int a = baton__round_order(n, r, k);
                 size_t count = sizes[s] / sizeof(float);
                 long iters = (long)((1u << 20) / sizes[s]);
                 iters = iters < 2 ? 2 : iters > 30 ? 30 : iters;
                 baton_comm_set_algo(c, cands[a]);
-                if (r == 0 && (rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM)) < 0) break; /* warm-up */
+                if ((rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM)) < 0) break; /* warm-up */
                 if ((rc = baton_barrier(c)) < 0) break;
                 uint64_t s0 = baton__now_ns();
                 for (long i = 0; i < iters && rc >= 0; i++) rc = baton_allreduce(c, send, recv, count, BATON_F32, BATON_SUM);

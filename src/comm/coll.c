@@ -29,7 +29,7 @@
 static size_t rd_max_bytes(int n) { return n <= 2 ? (size_t)64 << 10 : (size_t)1 << 20; }
 
 static baton_group flat_group(baton_comm *c, baton_transport *t, uint64_t deadline) {
-    baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline};
+    baton_group g = {.t = t, .n = c->world, .me = c->rank, .ranks = NULL, .deadline_ns = deadline, .scratch = &c->scratch};
     return g;
 }
 

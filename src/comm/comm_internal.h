@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "baton/comm.h"
+#include "comm/algo.h"
 #include "comm/flight.h"
 #include "rendezvous/store.h"
 #include "comm/desc.h"
@@ -120,6 +121,7 @@ struct baton_comm {
     uint64_t small_seq;            /* small shm all-reduces so far */
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;
+    baton_scratch scratch;         /* the p2p algorithms' scratch, kept between collectives (comm/algo.h) */
 
     /* --algo auto from a calibration (autotune.c); NULL: the fixed rules */
     struct baton_tuning_s *tuning;

@@ -63,7 +63,8 @@ static int leaders_allreduce(baton_comm *c, const void *send, void *recv, size_t
     }
     if (c->local_size > 1) rc = baton__shm_allreduce(c, work, work, count, wdt, wop, 0, deadline);
     if (rc >= 0 && c->rank == c->leaders[c->node] && c->nnodes > 1) {
-        baton_group g = {.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = c->leaders, .deadline_ns = deadline};
+        baton_group g = {.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = c->leaders, .deadline_ns = deadline,
+                         .scratch = &c->scratch};
         size_t bytes = count * baton_dtype_size(wdt);
         size_t rd_max = g.n <= 2 ? (size_t)64 << 10 : (size_t)1 << 20;
         rc = bytes <= rd_max ? baton__allreduce_rd(&g, work, work, count, wdt, wop)
@@ -261,7 +262,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     const size_t esz = baton_dtype_size(dt);
     hier_pipe h = {.c = c, .dt = dt, .wdt = baton__is16(dt) ? BATON_F32 : dt, .op = op,
                    .wop = op == BATON_AVG ? BATON_SUM : op, .count = count};
-    h.g = (baton_group){.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = ring, .deadline_ns = deadline};
+    /* the network stage's ring (one thread) is the only user of the communicator's scratch meanwhile */
+    h.g = (baton_group){.t = c->tcp, .n = c->nnodes, .me = c->node, .ranks = ring, .deadline_ns = deadline,
+                        .scratch = &c->scratch};
     const size_t wsz = baton_dtype_size(h.wdt);
     h.seg = c->hier_seg_bytes / wsz; /* on the wire (f32 for 16-bit dtypes); staged: <= BATON_SHM_STAGE_BYTES */
     h.nseg = (count + h.seg - 1) / h.seg;
@@ -353,7 +356,7 @@ int baton__hier_allreduce(baton_comm *c, const void *send, void *recv, size_t co
         rc = pipelined_allreduce(c, ring, send, recv, count, dt, op, deadline);
     else if (L == 1 && even)   /* one rank per node: the ring across nodes is the whole job */
         rc = baton__allreduce_ring(&(baton_group){.t = c->tcp, .n = M, .me = c->node, .ranks = ring,
-                                                  .deadline_ns = deadline},
+                                                  .deadline_ns = deadline, .scratch = &c->scratch},
                                    send, recv, count, dt, op);
     else
         rc = leaders_allreduce(c, send, recv, count, dt, op, deadline);

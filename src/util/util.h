@@ -115,6 +115,11 @@ static inline uint64_t baton__get_le64(const uint8_t *p) {
 
 /* The median of v[0..n) (sorts v in place; the mean of the middle two for even n; 0 for n == 0). */
 double baton__median(double *v, size_t n);
+/* Which of n alternatives runs k-th (0..n-1) in round r of an interleaved comparison: a Williams design,
+ * a Latin square whose rows also balance what runs right before what. Over n rounds (2n for odd n) every
+ * alternative runs once in each position and right after every other one equally often, so none always
+ * inherits the state of the same predecessor. */
+int baton__round_order(int n, long r, int k);
 
 /* Reads / writes exactly n bytes on a blocking fd, retrying EINTR and short transfers. Return BATON_OK,
  * BATON_EPEERDEAD on EOF / reset, BATON_ESYS otherwise. */
