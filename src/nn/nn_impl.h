@@ -138,4 +138,21 @@ void baton__scale(float *x, size_t n, float k);
 void baton__relu_fwd(float *y, const float *x, size_t n);
 void baton__relu_bwd(float *dx, const float *dy, const float *x, size_t n, float beta);
 
+/* The transformer's row kernels with a vectorized exp and erfc (kernels_vec.c; contracts there). */
+void baton__gelu_fwd(float *y, float *pre, const float *x, const float *b, int m, int n);
+void baton__gelu_bwd(float *dx, const float *dy, const float *pre, size_t n, float beta);
+float baton__row_max(const float *x, int n);
+float baton__exp_sum(float *out, const float *x, int n, float scale, float shift);
+void baton__softmax_row(float *row, int len, int tt, float scale);
+void baton__softmax_bwd_row(float *g, const float *p, int len, int tt, float scale);
+void baton__ln_fwd_row(float *y, const float *x, const float *gm, const float *bt, int c, float eps, float *mean,
+                       float *rstd);
+void baton__ln_param_cols(float *sg, float *sb, const float *x, const float *gy, const float *stats, size_t m, int c,
+                          int j0, int w);
+void baton__ln_bwd_row(float *dx, const float *x, const float *gy, const float *gm, int c, float mean, float rstd,
+                       float beta);
+/* Caps the instruction set of those kernels (1 AVX-512, 0 baseline; -1: the CPU's best) and returns
+ * the level now used. For tests (the baseline path on an AVX-512 machine); the same bits either way. */
+int baton__kernels_set_level(int max);
+
 #endif

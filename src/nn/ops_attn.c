@@ -41,20 +41,7 @@ static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
                      float *y) {
     const float *k = q + c, *v = q + 2 * c;
     baton_gemm(be, 0, 1, tt, tt, d, q, ld, k, ld, 0.0f, p, tt);   /* S = Q K^T */
-    for (int i = 0; i < tt; i++) {   /* scale, mask j > i, softmax over j <= i */
-        float *row = p + (size_t)i * tt, mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j <= i; j++) {
-            row[j] *= scale;
-            mx = row[j] > mx ? row[j] : mx;
-        }
-        for (int j = 0; j <= i; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j <= i; j++) row[j] *= inv;
-        for (int j = i + 1; j < tt; j++) row[j] = 0.0f;
-    }
+    for (int i = 0; i < tt; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, tt, scale);   /* mask j > i */
     baton_gemm(be, 0, 0, tt, d, tt, p, tt, v, ld, 0.0f, y, c);   /* Y (T,D) = P (T,T) @ V (T,D) */
 }
 
@@ -104,13 +91,8 @@ static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
     float *dk = dq + c, *dv = dq + 2 * c;
     baton_gemm(be, 0, 1, tt, tt, d, dy, c, v, ld, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
     baton_gemm(be, 1, 0, tt, d, tt, p, tt, dy, c, beta, dv, ld);    /* dV (T,D) = P^T dY */
-    for (int i = 0; i < tt; i++) {                                     /* dS, in place of dP */
-        const float *pr = p + (size_t)i * tt;
-        float *gr = dp + (size_t)i * tt, dot = 0.0f;
-        for (int j = 0; j <= i; j++) dot += pr[j] * gr[j];
-        for (int j = 0; j <= i; j++) gr[j] = pr[j] * (gr[j] - dot) * scale;
-        for (int j = i + 1; j < tt; j++) gr[j] = 0.0f;
-    }
+    for (int i = 0; i < tt; i++)                                       /* dS, in place of dP */
+        baton__softmax_bwd_row(dp + (size_t)i * tt, p + (size_t)i * tt, i + 1, tt, scale);
     baton_gemm(be, 0, 0, tt, d, tt, dp, tt, k, ld, beta, dq, ld);   /* dQ (T,D) = dS K */
     baton_gemm(be, 1, 0, tt, d, tt, dp, tt, q, ld, beta, dk, ld);   /* dK (T,D) = dS^T Q */
 }

@@ -94,18 +94,13 @@ void baton__bwd_BIAS_ADD(baton_tape *t, baton_node *nd) {
 }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
-static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static float gelu_df(float x) {
-    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * expf(-0.5f * x * x) * 0.39894228040143268f;
-}
+/* GELU (exact, erf form) and its derivative are baton__gelu_fwd / baton__gelu_bwd (kernels_vec.c). */
 
 static baton_tensor *act_forward(baton_tape *t, baton_tensor *x, int op) {
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape, baton__needs_grad(x));
     if (op == BATON__OP_RELU) baton__relu_fwd(y->data, x->data, x->n);
-    else for (size_t i = 0; i < x->n; i++) {
-        float v = x->data[i];
-        y->data[i] = op == BATON__OP_RELU ? (v > 0.0f ? v : 0.0f) : op == BATON__OP_GELU ? gelu_f(v) : tanhf(v);
-    }
+    else if (op == BATON__OP_GELU) baton__gelu_fwd(y->data, NULL, x->data, NULL, 1, (int)x->n);
+    else for (size_t i = 0; i < x->n; i++) y->data[i] = tanhf(x->data[i]);
     baton_node *nd = baton__tape_push(t, op);
     nd->in[0] = x;
     nd->out = y;
@@ -122,10 +117,12 @@ static void act_backward_inplace(int act, float *g, const float *y, const float 
     case BATON_ACT_TANH:
         for (size_t i = 0; i < n; i++) g[i] *= 1.0f - y[i] * y[i];
         break;
-    case BATON_ACT_GELU:
+    case BATON_ACT_GELU: {   /* in chunks of whole 16-float vectors, so the split does not change a bit */
+        enum { CH = 1 << 13 };
 #pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
-        for (size_t i = 0; i < n; i++) g[i] *= gelu_df(pre[i]);
+        for (size_t i = 0; i < n; i += CH) baton__gelu_bwd(g + i, g + i, pre + i, n - i < CH ? n - i : CH, 0.0f);
         break;
+    }
     default: break;
     }
 }
@@ -138,12 +135,12 @@ static void act_bwd(baton_node *nd, int act) {
         baton__relu_bwd(x->grad, y->grad, x->data, x->n, beta);
         return;
     }
+    if (act == BATON_ACT_GELU) {
+        baton__gelu_bwd(x->grad, y->grad, x->data, x->n, beta);
+        return;
+    }
     for (size_t i = 0; i < x->n; i++) {
-        float v = x->data[i], d;
-        if (act == BATON_ACT_RELU) d = v > 0.0f ? 1.0f : 0.0f;   /* kink at 0: derivative taken as 0 */
-        else if (act == BATON_ACT_GELU) d = gelu_df(v);
-        else d = 1.0f - y->data[i] * y->data[i];
-        float gi = y->grad[i] * d;
+        float gi = y->grad[i] * (1.0f - y->data[i] * y->data[i]);
         x->grad[i] = beta == 0.0f ? gi : x->grad[i] + gi;
     }
 }
@@ -168,13 +165,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
         switch (act) {
         case BATON_ACT_NONE:
         case BATON_ACT_RELU: baton__bias_act_rows(row, bb, 1, n, act == BATON_ACT_RELU); break;
-        case BATON_ACT_GELU:
-            for (int j = 0; j < n; j++) {
-                float v = row[j] + (bb ? bb[j] : 0.0f);
-                if (pre) pre[(size_t)i * n + j] = v;
-                row[j] = gelu_f(v);
-            }
-            break;
+        case BATON_ACT_GELU: baton__gelu_fwd(row, pre ? pre + (size_t)i * n : NULL, row, bb, 1, n); break;
         case BATON_ACT_TANH:
             for (int j = 0; j < n; j++) row[j] = tanhf(row[j] + (bb ? bb[j] : 0.0f));
             break;
@@ -215,15 +206,9 @@ baton_tensor *baton_cross_entropy(baton_tape *t, baton_tensor *logits, const int
 #pragma omp parallel for schedule(static) if (logits->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {
         const float *row = logits->data + (size_t)i * c;
-        float mx = row[0];
-        for (int j = 1; j < c; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < c; j++) {
-            float e = expf(row[j] - mx);
-            if (probs) probs[(size_t)i * c + j] = e;
-            sum += e;
-        }
-        if (probs) for (int j = 0; j < c; j++) probs[(size_t)i * c + j] /= sum;
+        float mx = baton__row_max(row, c);
+        float sum = baton__exp_sum(probs ? probs + (size_t)i * c : NULL, row, c, 1.0f, mx);
+        if (probs) baton__scale(probs + (size_t)i * c, (size_t)c, 1.0f / sum);
         row_loss[i] = (double)logf(sum) + mx - row[labels[i]];
     }
     double total = 0.0;
@@ -331,17 +316,8 @@ baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamm
     float *stats = baton__arena_alloc(t, 2 * m * sizeof(float));   /* mean, rstd per row */
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < m; i++) {
-        const float *r = x->data + i * c;
-        double mean = 0.0, var = 0.0;
-        for (int j = 0; j < c; j++) mean += r[j];
-        mean /= c;
-        for (int j = 0; j < c; j++) var += (r[j] - mean) * (r[j] - mean);
-        var /= c;
-        float rstd = (float)(1.0 / sqrt(var + eps));
-        stats[2 * i] = (float)mean;
-        stats[2 * i + 1] = rstd;
-        for (int j = 0; j < c; j++)
-            y->data[i * c + j] = (r[j] - (float)mean) * rstd * gamma->data[j] + beta->data[j];
+        baton__ln_fwd_row(y->data + i * c, x->data + i * c, gamma->data, beta->data, c, eps, &stats[2 * i],
+                          &stats[2 * i + 1]);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_LAYERNORM);
     nd->in[0] = x;
@@ -376,14 +352,7 @@ void baton__bwd_LAYERNORM(baton_tape *t, baton_node *nd) {
             sg[j] = ng ? gm->grad[j0 + j] : 0.0f;
             sb[j] = nb ? bt->grad[j0 + j] : 0.0f;
         }
-        for (size_t i = 0; i < m; i++) {
-            const float *r = x->data + i * c + j0, *gy = y->grad + i * c + j0;
-            float mean = stats[2 * i], rstd = stats[2 * i + 1];
-            for (int j = 0; j < w; j++) {
-                sg[j] += gy[j] * ((r[j] - mean) * rstd);
-                sb[j] += gy[j];
-            }
-        }
+        baton__ln_param_cols(sg, sb, x->data, y->grad, stats, m, c, j0, w);
         for (int j = 0; j < w; j++) {
             if (ng) gm->grad[j0 + j] = sg[j];
             if (nb) bt->grad[j0 + j] = sb[j];
@@ -391,21 +360,9 @@ void baton__bwd_LAYERNORM(baton_tape *t, baton_node *nd) {
     }
     if (!baton__needs_grad(x)) return;
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
-    for (size_t i = 0; i < m; i++) {
-        const float *r = x->data + i * c, *gy = y->grad + i * c;
-        float mean = stats[2 * i], rstd = stats[2 * i + 1], s1 = 0.0f, s2 = 0.0f;
-        for (int j = 0; j < c; j++) {
-            float xh = (r[j] - mean) * rstd, dxh = gy[j] * gm->data[j];
-            s1 += dxh;
-            s2 += dxh * xh;
-        }
-        s1 /= c;
-        s2 /= c;
-        for (int j = 0; j < c; j++) {
-            float xh = (r[j] - mean) * rstd, gi = rstd * (gy[j] * gm->data[j] - s1 - xh * s2);
-            x->grad[i * c + j] = bx == 0.0f ? gi : x->grad[i * c + j] + gi;
-        }
-    }
+    for (size_t i = 0; i < m; i++)
+        baton__ln_bwd_row(x->grad + i * c, x->data + i * c, y->grad + i * c, gm->data, c, stats[2 * i],
+                          stats[2 * i + 1], bx);
 }
 
 /* ---- embedding: ids (M) into table (V,C) -> (M,C) ---------------------------------------------------- */
