@@ -547,7 +547,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
     if (((rc = baton__env_size("BATON_SHM_CHUNK", 1 << 20, 4096, BATON_SHM_STAGE_BYTES, &chunk)) < 0 &&
          rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
-        ((rc = baton__env_size("BATON_CMA_MAX", 32 << 20, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
+        ((rc = baton__env_size("BATON_CMA_MAX", 0, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_HIER_SEGMENT", 512 << 10, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
          rc != BATON_ENOTFOUND))

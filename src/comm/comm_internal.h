@@ -105,7 +105,7 @@ struct baton_comm {
     size_t hier_seg_bytes;         /* hierarchical all-reduce segment on the wire (BATON_HIER_SEGMENT) */
     size_t shm_stream_bytes;       /* results from this size on are written non-temporally (BATON_SHM_STREAM) */
     int cma;                       /* every local pair can read each other's memory (process_vm_readv) */
-    size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX) */
+    size_t cma_min_bytes, cma_max_bytes; /* all-reduces of [min, max) bytes use it (BATON_CMA_MIN/_MAX; max 0 by default) */
     uint64_t cma_probe;            /* a value peers read from this process to test that */
     uint64_t seq;                  /* collectives run so far */
     uint64_t last_ns;              /* how long the last collective took here (baton_comm_last_ns) */
