@@ -2,7 +2,8 @@
 # Every option a command's --help lists is accepted (never "unknown option"), also as the last argument;
 # an unknown one says "unknown option" wherever it stands, the last argument included (it said "needs a
 # value" there); every option string in a command's source is listed by its --help (so the help cannot
-# fall behind the code). Covers `baton run`, `baton train` and `baton train --model gpt`. Nothing here
+# fall behind the code). Covers `baton run`, `baton train` and `baton train --model gpt` (and, for the
+# source check, `baton generate`). Nothing here
 # starts a worker or a training step: each command line ends in an error. Prints "N passed, N failed".
 BUILD=${BUILD:-build}
 B="$BUILD/baton"
@@ -65,13 +66,17 @@ check_train "baton train"
 check_train "baton train --model gpt" --model gpt
 
 # ---- every option string in a command's source is listed by its --help ----
-for pair in "run.c:run" "train.c:train" "train_gpt.c:train --model gpt"; do
+# (each file must hold some: a parser moved to another file must be followed here, not silently dropped)
+for pair in "run_args.c:run" "train.c:train" "train_gpt.c:train --model gpt" "generate.c:generate"; do
     file=tools/${pair%%:*}
     cmd=${pair#*:}
     listed=$(options "$B" $cmd)
+    n=0
     for opt in $(grep -oE '"--[a-z][a-z0-9-]*"' "$file" | tr -d '"' | sort -u | grep -vx -- '--help'); do
+        n=$((n + 1))
         printf '%s\n' "$listed" | grep -qx -- "$opt" && ok || bad "$file accepts $opt but baton $cmd --help does not list it"
     done
+    [ "$n" -ge 5 ] && ok || bad "$file holds only $n option strings: is its parser elsewhere now?"
 done
 
 echo "$passed passed, $failed failed"
