@@ -1,7 +1,8 @@
 /* test_nn_kernels.c: the vectorized row kernels of src/nn/kernels_vec.c (GELU forward and backward with their own
  * exp and erfc, softmax rows of attention and of the loss, layer norm rows) against double-precision references
  * from libm, over sizes that hit the 16-wide body, the tail and both; and every instruction-set copy (AVX-512,
- * baseline, forced with baton__kernels_set_level) computing the same bits. */
+ * baseline, forced with baton__kernels_set_level) computing the same bits; AdamW against a double reference and
+ * its copies bit for bit, and the gradient sum of squares and scale independent of the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,4 +258,79 @@ TEST(instruction_sets_compute_the_same_bits) {
         }
     }
     ASSERT_EQ_INT(baton__kernels_set_level(-1), best);
+}
+
+/* AdamW over n elements from fixed inputs, into w, m, v */
+static void adamw_case(float *w, float *m, float *v, const float *g, const float *w0, const float *m0,
+                       const float *v0, size_t n) {
+    memcpy(w, w0, n * sizeof *w);
+    memcpy(m, m0, n * sizeof *m);
+    memcpy(v, v0, n * sizeof *v);
+    baton__adamw(w, g, m, v, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 1.0f / (1.0f - 0.9f), 1.0f / (1.0f - 0.95f));
+}
+
+TEST(adamw_matches_reference_every_size_and_level) {
+    /* body and tail sizes, and sizes over several 4096 blocks (and over BATON__PAR_MIN: the threaded path) */
+    static const size_t ns[] = {1, 15, 16, 17, 33, 4095, 4096, 4097, 70001};
+    enum { NMAX = 70001 };
+    float *g = malloc(NMAX * sizeof *g), *w0 = malloc(NMAX * sizeof *w0), *m0 = malloc(NMAX * sizeof *m0);
+    float *v0 = malloc(NMAX * sizeof *v0), *w = malloc(NMAX * sizeof *w), *m = malloc(NMAX * sizeof *m);
+    float *v = malloc(NMAX * sizeof *v), *wr = malloc(NMAX * sizeof *wr);
+    baton_rng r;
+    baton_rng_seed(&r, 11);
+    fill(g, NMAX, &r, 1.0f);
+    fill(w0, NMAX, &r, 0.5f);
+    fill(m0, NMAX, &r, 0.1f);
+    for (int i = 0; i < NMAX; i++) v0[i] = fabsf(0.01f * baton_rng_normal(&r));
+    g[3] = 0.0f, v0[3] = 0.0f;   /* v = 0: the update is m c1 / eps */
+    int best = baton__kernels_set_level(-1);
+    for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        size_t n = ns[s];
+        baton__kernels_set_level(0);   /* the baseline copy: the reference bits */
+        adamw_case(wr, m, v, g, w0, m0, v0, n);
+        for (size_t i = 0; i < n; i++) {
+            double c1 = 1.0 / (1.0 - 0.9f), c2 = 1.0 / (1.0 - 0.95f);
+            double mi = 0.9f * (double)m0[i] + (1.0 - 0.9f) * g[i];
+            double vi = 0.95f * (double)v0[i] + (1.0 - 0.95f) * (double)g[i] * g[i];
+            double upd = 3e-3f * (0.1f * (double)w0[i] + mi * c1 / (sqrt(vi * c2) + 1e-8f));
+            /* float rounding relative to the terms' magnitudes (m and w are differences) */
+            NEAR(m[i], mi, 1e-6 * (fabs(0.9 * m0[i]) + fabs(0.1 * g[i])), 0.0);
+            NEAR(v[i], vi, 1e-12, 1e-6);
+            NEAR(wr[i], (double)w0[i] - upd, 1e-6 * (fabs(w0[i]) + fabs(upd)), 0.0);
+        }
+        for (int l = 1; l <= best; l++) {
+            baton__kernels_set_level(l);
+            adamw_case(w, m, v, g, w0, m0, v0, n);
+            ASSERT_TRUE(memcmp(w, wr, n * sizeof *w) == 0);
+        }
+    }
+    baton__kernels_set_level(-1);
+    free(g), free(w0), free(m0), free(v0), free(w), free(m), free(v), free(wr);
+}
+
+TEST(sumsq_and_scale_do_not_depend_on_the_thread_count) {
+    /* sizes of one block, several 32768 blocks with a tail, and past 1024 blocks (a larger block) */
+    static const size_t ns[] = {5, 32768, 4 * 32768 + 7, 1024 * 32768 + 100};
+    float *x = malloc((1024 * 32768 + 100) * sizeof *x), *y = malloc((1024 * 32768 + 100) * sizeof *y);
+    baton_rng r;
+    baton_rng_seed(&r, 12);
+    for (size_t i = 0; i < 1024 * 32768 + 100; i++) x[i] = (float)(i % 1000) * 1e-3f - 0.5f;
+    fill(x, 1000, &r, 1.0f);
+    for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        size_t n = ns[s];
+        double want = 0.0;
+        for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+        baton_set_threads(1);
+        double one = baton__sumsq(x, n);
+        memcpy(y, x, n * sizeof *y);
+        baton__scale(y, n, 0.75f);
+        baton_set_threads(2);
+        ASSERT_TRUE(baton__sumsq(x, n) == one);
+        NEAR(one, want, 0.0, 1e-6);
+        for (size_t i = 0; i < n; i++) ASSERT_TRUE(y[i] == x[i] * 0.75f);
+        memcpy(y, x, n * sizeof *y);
+        baton__scale(y, n, 0.75f);
+        for (size_t i = 0; i < n; i++) ASSERT_TRUE(y[i] == x[i] * 0.75f);
+    }
+    free(x), free(y);
 }

@@ -228,12 +228,54 @@ static const uint16_t *weight_bf16(baton_tape *t, int p) {
 }
 
 /* ---- activations and gradients kept for the step ------------------------------------------------------------ */
-struct baton__kept_bf16 {
-    const float *src;
-    int rows, cols, ld;   /* the stored matrix */
-    uint16_t *bf;         /* its compact bf16 copy, in the tape's arena */
-};
 enum { KEPT_MAX = 256 };   /* a 6-layer GPT keeps 50 per step; past the cap, operands are converted per product */
+
+/* The table of kept copies, emptied when the tape was reset since its last use (the arena and its copies are gone) */
+static void kept_table(baton_tape *t) {
+    if (!t->kept) {
+        t->kept = calloc(KEPT_MAX, sizeof *t->kept);
+        if (!t->kept) {
+            fprintf(stderr, "baton: out of memory for the bf16 operand table\n");
+            abort();
+        }
+    }
+    if (t->kept_stamp != t->stamp) {
+        t->n_kept = 0;
+        t->kept_stamp = t->stamp;
+    }
+}
+
+/* A new kept entry for src (rows, cols; ld) and its arena copy, or NULL when the table is full */
+static uint16_t *kept_new(baton_tape *t, const float *src, int rows, int cols, int ld) {
+    kept_table(t);
+    if (t->n_kept >= KEPT_MAX) return NULL;
+    uint16_t *d = baton__arena_alloc(t, (size_t)rows * cols * sizeof *d);
+    t->kept[t->n_kept++] = (struct baton__kept_bf16){.src = src, .rows = rows, .cols = cols, .ld = ld, .bf = d};
+    return d;
+}
+
+uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols) {
+    if (!t || t->gemm != BATON_GEMM_ONEDNN_BF16 || rows <= 0 || cols <= 0 || !dnnl_ready() || !g_dnnl.bf16) return NULL;
+    return kept_new(t, src, rows, cols, cols);
+}
+
+void baton__row_to_bf16(uint16_t *dst, const float *src, int n) { row_bf16(dst, src, n); }
+
+int baton__kept_stale(baton_tape *t) {
+    if (!t->kept || t->kept_stamp != t->stamp) return 0;
+    int bad = 0;
+    for (int i = 0; i < t->n_kept; i++) {
+        const struct baton__kept_bf16 *e = &t->kept[i];
+        for (int r = 0; r < e->rows; r++)
+            for (int j = 0; j < e->cols; j++)
+                if (e->bf[(size_t)r * e->cols + j] != to_bf16(e->src[(size_t)r * e->ld + j])) {
+                    bad++;
+                    r = e->rows;
+                    break;
+                }
+    }
+    return bad;
+}
 
 /* The compact bf16 copy of the stored matrix src (rows, cols; ld): a kept one (converted by an earlier product of
  * this step, or now into the arena), or a fresh conversion into scratch buffer `which`. */
@@ -245,30 +287,15 @@ static const uint16_t *operand_bf16(baton_tape *t, const float *src, int rows, i
         baton__to_bf16(d, src, rows, cols, ld);
         return d;
     }
-    if (keep && !t->kept) {
-        t->kept = calloc(KEPT_MAX, sizeof *t->kept);
-        if (!t->kept) {
-            fprintf(stderr, "baton: out of memory for the bf16 operand table\n");
-            abort();
-        }
-    }
-    if (t->kept_stamp != t->stamp) {   /* the tape was reset: the arena and its copies are gone */
-        t->n_kept = 0;
-        t->kept_stamp = t->stamp;
-    }
     if (keep) {
+        kept_table(t);
         for (int i = t->n_kept - 1; i >= 0; i--) {
             struct baton__kept_bf16 *e = &t->kept[i];
             if (e->src == src && e->rows == rows && e->cols == cols && e->ld == ld) return e->bf;
         }
     }
-    uint16_t *d;
-    if (keep && t->n_kept < KEPT_MAX) {
-        d = baton__arena_alloc(t, n * sizeof *d);
-        t->kept[t->n_kept++] = (struct baton__kept_bf16){.src = src, .rows = rows, .cols = cols, .ld = ld, .bf = d};
-    } else {
-        d = scratch_get(t, which, n);
-    }
+    uint16_t *d = keep ? kept_new(t, src, rows, cols, ld) : NULL;
+    if (!d) d = scratch_get(t, which, n);
     baton__to_bf16(d, src, rows, cols, ld);
     t->kept_conversions++;
     return d;

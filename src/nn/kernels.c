@@ -74,8 +74,8 @@ HOT void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, floa
     }
 }
 
-/* sum of g[i]^2 */
-HOT double baton__sumsq(const float *g, size_t n) {
+/* sum of g[i]^2 for one block */
+HOT static double sumsq_block(const float *g, size_t n) {
     vf a0 = splat(0.0f), a1 = splat(0.0f);
     size_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -90,11 +90,38 @@ HOT double baton__sumsq(const float *g, size_t n) {
     return s;
 }
 
-/* x[i] *= k */
-HOT void baton__scale(float *x, size_t n, float k) {
+/* sum of g[i]^2: blocks of a size that depends on n only (at least 32768, at most 1024 blocks), each summed in
+ * float lanes then double, the blocks' sums added in order: the same bits for any thread count */
+double baton__sumsq(const float *g, size_t n) {
+    enum { MAXB = 1024 };
+    size_t blk = 32768;
+    if (n > blk * MAXB) blk = ((n + MAXB - 1) / MAXB + 15) / 16 * 16;
+    size_t nb = (n + blk - 1) / blk;
+    if (nb == 1) return sumsq_block(g, n);
+    double part[MAXB];
+#pragma omp parallel for schedule(static) if (n >= 4 * (size_t)BATON__PAR_MIN)
+    for (size_t b = 0; b < nb; b++) part[b] = sumsq_block(g + b * blk, n - b * blk < blk ? n - b * blk : blk);
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    return s;
+}
+
+/* x[i] *= k for one block */
+HOT static void scale_block(float *x, size_t n, float k) {
     size_t i = 0;
     for (; i + VW <= n; i += VW) st(x + i, ld(x + i) * splat(k));
     for (; i < n; i++) x[i] *= k;
+}
+
+/* x[i] *= k, blocks of 32768 over the threads (elementwise: the same bits for any count) */
+void baton__scale(float *x, size_t n, float k) {
+    size_t blk = 32768, nb = (n + blk - 1) / blk;
+    if (nb == 1) {   /* no parallel region for a row (the loss calls this per row, inside its own) */
+        scale_block(x, n, k);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n >= 4 * (size_t)BATON__PAR_MIN)
+    for (size_t b = 0; b < nb; b++) scale_block(x + b * blk, n - b * blk < blk ? n - b * blk : blk, k);
 }
 
 /* y[i] = max(x[i], 0) */

@@ -121,6 +121,19 @@ void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float
                  int b_param, int keep, float beta, float *c, int ldc);
 void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld);   /* round to nearest even */
 float baton__bf16_round(float f);
+/* Producer-written bf16 copies: under bf16 products, an op whose output (or final gradient) src (rows, cols,
+ * compact) will be a product's operand gets an arena copy registered as kept (as if a product had converted it)
+ * and fills it row by row with baton__row_to_bf16 (no threading inside) while the rows are in cache; the products
+ * then skip the separate conversion pass. NULL (nothing to fill) unless the tape runs bf16 products. src must not
+ * change after it is filled until the tape's next reset. */
+uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols);
+void baton__row_to_bf16(uint16_t *dst, const float *src, int n);
+struct baton__kept_bf16 {   /* an operand's kept copy */
+    const float *src;
+    int rows, cols, ld;   /* the stored matrix */
+    uint16_t *bf;         /* its compact bf16 copy, in the tape's arena */
+};
+int baton__kept_stale(baton_tape *t);   /* tests: kept copies that differ from their source rounded now */
 void baton__gemm_threads(int threads);       /* oneDNN's OpenMP threads */
 void baton__tape_gemm_free(baton_tape *t);   /* the tape's bf16 caches */
 
@@ -154,5 +167,8 @@ void baton__ln_bwd_row(float *dx, const float *x, const float *gy, const float *
 /* Caps the instruction set of those kernels (1 AVX-512, 0 baseline; -1: the CPU's best) and returns
  * the level now used. For tests (the baseline path on an AVX-512 machine); the same bits either way. */
 int baton__kernels_set_level(int max);
+/* AdamW's update of n elements (m, v its moments; c1, c2 the bias corrections), over the threads */
+void baton__adamw(float *w, const float *g, float *m, float *v, size_t n, float lr, float wd, float b1, float b2,
+                  float eps, float c1, float c2);
 
 #endif

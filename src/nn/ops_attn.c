@@ -36,13 +36,22 @@ void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
     add_into(nd->in[1], nd->out->grad);
 }
 
+/* The causal mask makes P lower triangular, so the products run on blocks of ATT_RB query rows (or key
+ * columns) and skip the keys a block cannot see: at T = 256 in blocks of 64, 10/16 of the square products'
+ * multiply-adds. Entries of a block above the diagonal are computed and then zeroed by the softmax rows. */
+enum { ATT_RB = 64 };
+
 /* One (sequence, head): P (T,T) and Y (T,D) from the strided views q, k, v (row stride ld) into y (row stride c). */
 static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float scale, const float *q, float *p,
                      float *y) {
     const float *k = q + c, *v = q + 2 * c;
-    baton_gemm(be, 0, 1, tt, tt, d, q, ld, k, ld, 0.0f, p, tt);   /* S = Q K^T */
-    for (int i = 0; i < tt; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, tt, scale);   /* mask j > i */
-    baton_gemm(be, 0, 0, tt, d, tt, p, tt, v, ld, 0.0f, y, c);   /* Y (T,D) = P (T,T) @ V (T,D) */
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        float *pr = p + (size_t)r0 * tt;
+        baton_gemm(be, 0, 1, rb, r1, d, q + (size_t)r0 * ld, ld, k, ld, 0.0f, pr, tt);   /* S[r0:r1, :r1] = Q K^T */
+        for (int i = r0; i < r1; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, tt, scale);   /* mask j > i */
+        baton_gemm(be, 0, 0, rb, d, r1, pr, tt, v, ld, 0.0f, y + (size_t)r0 * c, c);   /* Y[r0:r1] = P[., :r1] V */
+    }
 }
 
 /* The (sequence, head) pairs are independent: with oneDNN (whose f32 sgemm runs single-threaded inside a
@@ -66,12 +75,17 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
     size_t tsq = (size_t)tt * tt;
     /* training: P for every (b,h); evaluation: one P per thread, reused */
     float *p_all = baton__arena_alloc(t, (rg ? (size_t)b * h : (size_t)nthr) * tsq * sizeof(float));
+    /* the output is the projection's input: under bf16 each head writes its block's rounded copy */
+    uint16_t *bf = baton__bf16_slot(t, y->data, b * tt, c);
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
     for (int bh = 0; bh < b * h; bh++) {
         int bi = bh / h, hi = bh % h;
         float *p = p_all + (rg ? (size_t)bh : (size_t)omp_get_thread_num()) * tsq;
+        size_t yo = (size_t)bi * tt * c + (size_t)hi * d;
         head_fwd(attn_backend(t), tt, d, ld, c, scale, qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, p,
-                 y->data + (size_t)bi * tt * c + (size_t)hi * d);
+                 y->data + yo);
+        if (bf)
+            for (int i = 0; i < tt; i++) baton__row_to_bf16(bf + yo + (size_t)i * c, y->data + yo + (size_t)i * c, d);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
     nd->in[0] = qkv;
@@ -89,12 +103,28 @@ static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
                      float *dq, const float *p, const float *dy, float *dp) {
     const float *k = q + c, *v = q + 2 * c;
     float *dk = dq + c, *dv = dq + 2 * c;
-    baton_gemm(be, 0, 1, tt, tt, d, dy, c, v, ld, 0.0f, dp, tt);    /* dP (T,T) = dY V^T */
-    baton_gemm(be, 1, 0, tt, d, tt, p, tt, dy, c, beta, dv, ld);    /* dV (T,D) = P^T dY */
+    /* row blocks r0..r1 see keys < r1; column blocks j0..j1 are seen by rows >= j0 only (P and dS are zero above
+     * the diagonal; dP's entries right of a row block are never read: the softmax rows stop at i + 1) */
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dP[r0:r1, :r1] = dY V^T */
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        baton_gemm(be, 0, 1, rb, r1, d, dy + (size_t)r0 * c, c, v, ld, 0.0f, dp + (size_t)r0 * tt, tt);
+    }
+    for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dV[j0:j1] = P[j0:, j0:j1]^T dY[j0:] */
+        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        baton_gemm(be, 1, 0, jb, d, tt - j0, p + (size_t)j0 * tt + j0, tt, dy + (size_t)j0 * c, c, beta,
+                   dv + (size_t)j0 * ld, ld);
+    }
     for (int i = 0; i < tt; i++)                                       /* dS, in place of dP */
         baton__softmax_bwd_row(dp + (size_t)i * tt, p + (size_t)i * tt, i + 1, tt, scale);
-    baton_gemm(be, 0, 0, tt, d, tt, dp, tt, k, ld, beta, dq, ld);   /* dQ (T,D) = dS K */
-    baton_gemm(be, 1, 0, tt, d, tt, dp, tt, q, ld, beta, dk, ld);   /* dK (T,D) = dS^T Q */
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ[r0:r1] = dS[r0:r1, :r1] K[:r1] */
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        baton_gemm(be, 0, 0, rb, d, r1, dp + (size_t)r0 * tt, tt, k, ld, beta, dq + (size_t)r0 * ld, ld);
+    }
+    for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dK[j0:j1] = dS[j0:, j0:j1]^T Q[j0:] */
+        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        baton_gemm(be, 1, 0, jb, d, tt - j0, dp + (size_t)j0 * tt + j0, tt, q + (size_t)j0 * ld, ld, beta,
+                   dk + (size_t)j0 * ld, ld);
+    }
 }
 
 void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {

@@ -110,8 +110,9 @@ baton_tensor *baton_relu(baton_tape *t, baton_tensor *x) { return act_forward(t,
 baton_tensor *baton_gelu(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_GELU); }
 baton_tensor *baton_tanh(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_TANH); }
 
-/* g (n) *= act'(.) given the activation's output y and input pre (pre only needed for GELU) */
-static void act_backward_inplace(int act, float *g, const float *y, const float *pre, size_t n) {
+/* g (n) *= act'(.) given the activation's output y and input pre (pre only needed for GELU); bf (NULL or n): g's
+ * final values rounded to bf16 */
+static void act_backward_inplace(int act, float *g, const float *y, const float *pre, size_t n, uint16_t *bf) {
     switch (act) {
     case BATON_ACT_RELU: baton__relu_mask(g, y, n); break;
     case BATON_ACT_TANH:
@@ -120,7 +121,11 @@ static void act_backward_inplace(int act, float *g, const float *y, const float 
     case BATON_ACT_GELU: {   /* in chunks of whole 16-float vectors, so the split does not change a bit */
         enum { CH = 1 << 13 };
 #pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
-        for (size_t i = 0; i < n; i += CH) baton__gelu_bwd(g + i, g + i, pre + i, n - i < CH ? n - i : CH, 0.0f);
+        for (size_t i = 0; i < n; i += CH) {
+            int len = n - i < CH ? (int)(n - i) : CH;
+            baton__gelu_bwd(g + i, g + i, pre + i, (size_t)len, 0.0f);
+            if (bf) baton__row_to_bf16(bf + i, g + i, len);
+        }
         break;
     }
     default: break;
@@ -158,8 +163,10 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
     float *pre = NULL;
     if (act == BATON_ACT_GELU && y->grad) pre = baton__arena_alloc(t, y->n * sizeof(float));
+    /* a GELU layer's output is the next linear layer's input (the MLP): under bf16 its rounded copy is written here */
+    uint16_t *bf = act == BATON_ACT_GELU ? baton__bf16_slot(t, y->data, m, n) : NULL;
 #pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
-    for (int i = 0; i < m; i++) {   /* one pass: bias + activation */
+    for (int i = 0; i < m; i++) {   /* one pass: bias + activation (+ the bf16 copy) */
         float *row = y->data + (size_t)i * n;
         const float *bb = b ? b->data : NULL;
         switch (act) {
@@ -170,6 +177,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
             for (int j = 0; j < n; j++) row[j] = tanhf(row[j] + (bb ? bb[j] : 0.0f));
             break;
         }
+        if (bf) baton__row_to_bf16(bf + (size_t)i * n, row, n);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_LINEAR);
     nd->in[0] = x;
@@ -185,7 +193,9 @@ void baton__bwd_LINEAR(baton_tape *t, baton_node *nd) {
     baton_tensor *x = nd->in[0], *w = nd->in[1], *b = nd->in[2], *y = nd->out;
     int m = x->shape[0], k = x->shape[1], n = w->shape[0];
     float *g = y->grad;   /* final here (all consumers ran), so the activation mask is applied in place */
-    act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n);
+    /* under bf16 the GELU pass also writes g's rounded copy, which both products below read */
+    uint16_t *bf = nd->iarg[0] == BATON_ACT_GELU ? baton__bf16_slot(t, g, m, n) : NULL;
+    act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n, bf);
     if (baton__needs_grad(w))
         baton__gemm(t, 1, 0, n, k, m, g, n, x->data, k, -1, BATON__KEEP_A | BATON__KEEP_B, baton__grad_begin(w), w->grad,
                     k);
@@ -314,10 +324,13 @@ baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamm
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape,
                                         baton__needs_grad(x) || baton__needs_grad(gamma) || baton__needs_grad(beta));
     float *stats = baton__arena_alloc(t, 2 * m * sizeof(float));   /* mean, rstd per row */
+    /* a layer norm's output is a linear layer's input in the GPT: under bf16 its rounded copy is written here */
+    uint16_t *bf = y->ndim == 2 ? baton__bf16_slot(t, y->data, (int)m, c) : NULL;
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < m; i++) {
         baton__ln_fwd_row(y->data + i * c, x->data + i * c, gamma->data, beta->data, c, eps, &stats[2 * i],
                           &stats[2 * i + 1]);
+        if (bf) baton__row_to_bf16(bf + i * c, y->data + i * c, c);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_LAYERNORM);
     nd->in[0] = x;
@@ -388,9 +401,16 @@ void baton__bwd_EMBEDDING(baton_tape *t, baton_node *nd) {
     if (!baton__needs_grad(tb)) return;
     int m = y->shape[0], c = y->shape[1];
     if (baton__grad_begin(tb) == 0.0f) memset(tb->grad, 0, tb->n * sizeof(float));
-    for (int i = 0; i < m; i++) {
-        float *dst = tb->grad + (size_t)nd->idx[i] * c;
-        const float *src = y->grad + (size_t)i * c;
-        for (int j = 0; j < c; j++) dst[j] += src[j];
+    /* Columns in blocks of 64 over the threads, rows in order within each: every table element sums its rows in
+     * the serial order, so the bits do not depend on the thread count. */
+    int nb = (c + 63) / 64;
+#pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN && nb > 1)
+    for (int b = 0; b < nb; b++) {
+        int j0 = b * 64, j1 = j0 + 64 < c ? j0 + 64 : c;
+        for (int i = 0; i < m; i++) {
+            float *dst = tb->grad + (size_t)nd->idx[i] * c;
+            const float *src = y->grad + (size_t)i * c;
+            for (int j = j0; j < j1; j++) dst[j] += src[j];
+        }
     }
 }

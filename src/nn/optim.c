@@ -96,18 +96,6 @@ const char *baton_optim_kind_name(int kind) {
 }
 int baton_optim_kind_slots(int kind) { return kind == BATON_OPTIM_ADAMW || kind == BATON_OPTIM_LAMB ? 2 : 1; }
 
-static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
-                  float lr, float wd, float b1, float b2, float eps, float c1, float c2) {
-#pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        w[i] -= lr * (wd * w[i] + (mi * c1) / (sqrtf(vi * c2) + eps));
-    }
-}
-
 void baton_optim_step(baton_optim *o, float lr) {
     baton_params *p = o->p;
     float *w = baton_params_data(p);
@@ -131,7 +119,7 @@ void baton_optim_step(baton_optim *o, float lr) {
                         v->decay);
         else if (c->kind == BATON_OPTIM_LAMB)
             baton__lamb(w + off, g, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2, v->decay);
-        else adamw(w + off, g, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
+        else baton__adamw(w + off, g, o->m + s, o->v + s, n, lr, wd, c->beta1, c->beta2, c->eps, c1, c2);
     }
 }
 
