@@ -235,9 +235,10 @@ TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
     ASSERT_EQ_U64(baton_tape_bf16_conversions(t), 4 * 2 + 1);
     /* and every other operand once per step: each of the 9 products' input (forward, reused by the weight
      * gradient) and output gradient (reused by the input gradient), not once per product (4 each). The inputs
-     * (layer norms', attention's, GELU's outputs) and the GELU layers' output gradients are written in bf16 by
-     * the ops that produce them: 9 - 2 output gradients are left to convert */
-    ASSERT_EQ_U64(t->kept_conversions, 9 - 2);
+     * (layer norms', attention's, GELU's outputs) are written in bf16 by the ops that produce them, and so are
+     * the output gradients: GELU's backward, attention's (the qkv layers'), the residual adds' (the projections')
+     * and cross-entropy's (the head's): nothing is left to convert */
+    ASSERT_EQ_U64(t->kept_conversions, 0);
     ASSERT_EQ_INT(t->n_kept, 2 * (4 * 2 + 1));
     /* every kept copy, producer-written or converted, is its source's final value rounded (no stale or partly
      * written rows: the attention output's copy is written head by head) */
@@ -290,6 +291,43 @@ static void train(baton_gemm_backend be, double *losses, int steps) {
     baton_optim_free(opt);
     baton_tape_free(t);
     baton_gpt_free(g);
+}
+
+/* A product's output gradient gets its bf16 copy from the op that writes it only when that write is final: here
+ * y feeds two adds, so the second add's backward (the first to run) must not round y's gradient, which the first
+ * add's backward then changes; s feeds one add, which writes its copy. */
+TEST(bf16_gradient_copies_only_from_final_writes) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    enum { M = 32, K = 8, N = 16 };
+    baton_param_info v[2] = {{.name = "w", .ndim = 2, .shape = {N, K}}, {.name = "u", .ndim = 2, .shape = {N, K}}};
+    baton_params *p;
+    ASSERT_OK(baton_params_new(&p, v, 2));
+    for (int i = 0; i < 2; i++) {
+        baton_tensor *w = baton_params_tensor(p, i);
+        for (size_t j = 0; j < w->n; j++) w->data[j] = 0.3f * sinf(0.7f * (float)j + (float)i);
+    }
+    float x[M * K];
+    int32_t labels[M];
+    for (int i = 0; i < M * K; i++) x[i] = cosf(0.37f * (float)i);
+    for (int i = 0; i < M; i++) labels[i] = (i * 5) % N;
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
+    baton_tape_reset(t, 1);
+    baton_tensor *xi = baton_tape_input(t, 2, (int[]){M, K}, x);
+    baton_tensor *y = baton_matmul(t, xi, baton_params_tensor(p, 0), 1);
+    baton_tensor *s = baton_matmul(t, xi, baton_params_tensor(p, 1), 1);
+    baton_tensor *loss = baton_cross_entropy(t, baton_add(t, baton_add(t, y, s), y), labels);
+    baton_params_zero_grad(p);
+    baton_tape_backward(t, loss, 1.0f);
+    /* converted: x (in the forward, reused by both weight gradients) and y's gradient; s's copy came from its add */
+    ASSERT_EQ_U64(t->kept_conversions, 2);
+    ASSERT_EQ_INT(t->n_kept, 3);
+    ASSERT_EQ_INT(baton__kept_stale(t), 0);
+    baton_tape_free(t);
+    baton_params_free(p);
 }
 
 TEST(bf16_training_tracks_f32) {

@@ -259,6 +259,14 @@ uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols) 
     return kept_new(t, src, rows, cols, cols);
 }
 
+uint16_t *baton__grad_slot(baton_tape *t, baton_tensor *x, float beta) {
+    int act = 0, op;
+    if (beta != 0.0f || !t || t->gemm != BATON_GEMM_ONEDNN_BF16 || x->ndim != 2 || !baton__sole_use(t, x)) return NULL;
+    op = baton__producer_op(t, x, &act);
+    if (op != BATON__OP_MATMUL && !(op == BATON__OP_LINEAR && act == BATON_ACT_NONE)) return NULL;
+    return baton__bf16_slot(t, x->grad, x->shape[0], x->shape[1]);
+}
+
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n) { row_bf16(dst, src, n); }
 
 int baton__kept_stale(baton_tape *t) {

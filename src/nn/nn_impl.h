@@ -97,6 +97,12 @@ static inline float baton__grad_begin(baton_tensor *x) {
     return beta;
 }
 
+/* Whether x (or a view of its base) is the input of exactly one node of the tape: then that node's backward, when
+ * it writes x's gradient with beta 0, leaves it final (no other contribution follows). */
+int baton__sole_use(const baton_tape *t, const baton_tensor *x);
+/* The op of the node that produced x (its iarg[0] into *iarg0 if not NULL), or -1 for a parameter or an input. */
+int baton__producer_op(const baton_tape *t, const baton_tensor *x, int *iarg0);
+
 /* Row loops with at least this many elements run on OpenMP's threads (`#pragma omp parallel for
  * if(n >= BATON__PAR_MIN)`): each row on one thread, no reduction split, so results never depend on the
  * thread count; smaller ones stay serial (a parallel region costs a few microseconds). */
@@ -128,6 +134,10 @@ float baton__bf16_round(float f);
  * change after it is filled until the tape's next reset. */
 uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols);
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n);
+/* The slot for x's gradient when the op about to write it gives its final value (beta 0 and x used by that op
+ * only) and x is the output of a linear layer without activation or of a matmul, whose backward reads that
+ * gradient as both products' operand; NULL otherwise (or without bf16 products). The op fills it elementwise. */
+uint16_t *baton__grad_slot(baton_tape *t, baton_tensor *x, float beta);
 struct baton__kept_bf16 {   /* an operand's kept copy */
     const float *src;
     int rows, cols, ld;   /* the stored matrix */

@@ -21,19 +21,26 @@ baton_tensor *baton_add(baton_tape *t, baton_tensor *a, baton_tensor *b) {
     return y;
 }
 
-static void add_into(baton_tensor *x, const float *g) {
+static void add_into(baton_tape *t, baton_tensor *x, const float *g) {
     if (!baton__needs_grad(x)) return;
-    if (baton__grad_begin(x) == 0.0f) memcpy(x->grad, g, x->n * sizeof(float));
-    else {
+    enum { CH = 1 << 14 };   /* whole 16-float vectors: the same bits for any split */
+    if (baton__grad_begin(x) == 0.0f) {   /* a copy, with the bf16 copy written from the same cache lines */
+        uint16_t *bf = baton__grad_slot(t, x, 0.0f);
+#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
+        for (size_t i = 0; i < x->n; i += CH) {
+            size_t len = x->n - i < CH ? x->n - i : CH;
+            memcpy(x->grad + i, g + i, len * sizeof(float));
+            if (bf) baton__row_to_bf16(bf + i, g + i, (int)len);
+        }
+    } else {
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
         for (size_t i = 0; i < x->n; i++) x->grad[i] += g[i];
     }
 }
 
 void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
-    (void)t;
-    add_into(nd->in[0], nd->out->grad);
-    add_into(nd->in[1], nd->out->grad);
+    add_into(t, nd->in[0], nd->out->grad);
+    add_into(t, nd->in[1], nd->out->grad);
 }
 
 /* The causal mask makes P lower triangular, so the products run on blocks of ATT_RB query rows (or key
@@ -49,7 +56,8 @@ static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
         int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
         float *pr = p + (size_t)r0 * tt;
         baton_gemm(be, 0, 1, rb, r1, d, q + (size_t)r0 * ld, ld, k, ld, 0.0f, pr, tt);   /* S[r0:r1, :r1] = Q K^T */
-        for (int i = r0; i < r1; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, tt, scale);   /* mask j > i */
+        /* mask j > i; zeros up to the block's last column only: no product reads a row past it */
+        for (int i = r0; i < r1; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, r1, scale);
         baton_gemm(be, 0, 0, rb, d, r1, pr, tt, v, ld, 0.0f, y + (size_t)r0 * c, c);   /* Y[r0:r1] = P[., :r1] V */
     }
 }
@@ -114,8 +122,10 @@ static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
         baton_gemm(be, 1, 0, jb, d, tt - j0, p + (size_t)j0 * tt + j0, tt, dy + (size_t)j0 * c, c, beta,
                    dv + (size_t)j0 * ld, ld);
     }
-    for (int i = 0; i < tt; i++)                                       /* dS, in place of dP */
-        baton__softmax_bwd_row(dp + (size_t)i * tt, p + (size_t)i * tt, i + 1, tt, scale);
+    for (int i = 0; i < tt; i++) {   /* dS, in place of dP, zeros up to the end of the row's block (as P) */
+        int r1 = (i / ATT_RB + 1) * ATT_RB < tt ? (i / ATT_RB + 1) * ATT_RB : tt;
+        baton__softmax_bwd_row(dp + (size_t)i * tt, p + (size_t)i * tt, i + 1, r1, scale);
+    }
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ[r0:r1] = dS[r0:r1, :r1] K[:r1] */
         int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
         baton_gemm(be, 0, 0, rb, d, r1, dp + (size_t)r0 * tt, tt, k, ld, beta, dq + (size_t)r0 * ld, ld);
@@ -136,11 +146,19 @@ void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
     float scale = 1.0f / sqrtf((float)d), beta = baton__grad_begin(qkv);
     size_t tsq = (size_t)tt * tt;
     float *p_all = nd->saved, *dp_all = baton__arena_alloc(t, (size_t)nthr * tsq * sizeof(float));   /* per thread */
+    /* qkv's gradient is the qkv layer's output gradient, both its products' operand: when this op writes its
+     * final value, each head rounds its Q, K and V columns to bf16 while they are in cache (bf16 products) */
+    uint16_t *bf = baton__grad_slot(t, qkv, beta);
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
     for (int bh = 0; bh < b * h; bh++) {
         int bi = bh / h, hi = bh % h;
         size_t off = (size_t)bi * tt * ld + (size_t)hi * d;
         head_bwd(attn_backend(t), tt, d, ld, c, scale, beta, qkv->data + off, qkv->grad + off, p_all + (size_t)bh * tsq,
                  y->grad + (size_t)bi * tt * c + (size_t)hi * d, dp_all + (size_t)omp_get_thread_num() * tsq);
+        for (int i = 0; bf && i < tt; i++)
+            for (int part = 0; part < 3; part++) {
+                size_t o = off + (size_t)i * ld + (size_t)part * c;
+                baton__row_to_bf16(bf + o, qkv->grad + o, d);
+            }
     }
 }

@@ -233,19 +233,21 @@ baton_tensor *baton_cross_entropy(baton_tape *t, baton_tensor *logits, const int
 }
 
 void baton__bwd_CROSS_ENTROPY(baton_tape *t, baton_node *nd) {
-    (void)t;
     baton_tensor *x = nd->in[0];
     if (!baton__needs_grad(x)) return;
     int m = x->shape[0], c = x->shape[1];
     const float *p = nd->saved;
     float s = nd->out->grad[0] / (float)m, beta = baton__grad_begin(x);
+    uint16_t *bf = baton__grad_slot(t, x, beta);   /* the head's output gradient, under bf16 products */
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < m; i++) {
         for (int j = 0; j < c; j++) {
             size_t q = (size_t)i * c + j;
             float gi = s * (p[q] - (j == nd->idx[i] ? 1.0f : 0.0f));
             x->grad[q] = beta == 0.0f ? gi : x->grad[q] + gi;
         }
+        if (bf) baton__row_to_bf16(bf + (size_t)i * c, x->grad + (size_t)i * c, c);
+    }
 }
 
 /* ---- log-softmax over the last dim ------------------------------------------------------------------- */

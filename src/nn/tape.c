@@ -180,6 +180,23 @@ baton_tensor *baton_tape_input(baton_tape *t, int ndim, const int *shape, float 
     return x;
 }
 
+int baton__sole_use(const baton_tape *t, const baton_tensor *x) {
+    int uses = 0;
+    for (int j = 0; j < t->n_nodes; j++)
+        for (int k = 0; k < BATON_NODE_INPUTS; k++)
+            if (t->nodes[j].in[k] && t->nodes[j].in[k]->base == x->base) uses++;
+    return uses == 1;
+}
+
+int baton__producer_op(const baton_tape *t, const baton_tensor *x, int *iarg0) {
+    for (int j = t->n_nodes - 1; j >= 0; j--)
+        if (t->nodes[j].out == x) {
+            if (iarg0) *iarg0 = t->nodes[j].iarg[0];
+            return t->nodes[j].op;
+        }
+    return -1;
+}
+
 /* Marks parameter p final: zero-fills it if nothing wrote it this backward, then calls the hook. */
 static void param_final(baton_tape *t, int p) {
     baton_tensor *w = baton_params_tensor(t->params, p);
