@@ -21,26 +21,46 @@ baton_tensor *baton_add(baton_tape *t, baton_tensor *a, baton_tensor *b) {
     return y;
 }
 
-static void add_into(baton_tape *t, baton_tensor *x, const float *g) {
-    if (!baton__needs_grad(x)) return;
-    enum { CH = 1 << 14 };   /* whole 16-float vectors: the same bits for any split */
-    if (baton__grad_begin(x) == 0.0f) {   /* a copy, with the bf16 copy written from the same cache lines */
-        uint16_t *bf = baton__grad_slot(t, x, 0.0f);
-#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
-        for (size_t i = 0; i < x->n; i += CH) {
-            size_t len = x->n - i < CH ? x->n - i : CH;
-            memcpy(x->grad + i, g + i, len * sizeof(float));
-            if (bf) baton__row_to_bf16(bf + i, g + i, (int)len);
-        }
-    } else {
-#pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
-        for (size_t i = 0; i < x->n; i++) x->grad[i] += g[i];
-    }
+/* Backward: out's gradient g is final and nothing writes it again (its consumers' backwards ran). An input that
+ * only this add uses and that a linear layer without activation or a matmul produced (a residual branch: its
+ * backward only reads its output gradient) takes g itself instead of a copy, and under bf16 products g's rounded
+ * copy is written for that backward's two products; the other inputs get g copied or added, in one pass. */
+static int takes_g(baton_tape *t, baton_tensor *x) {
+    int act = 0, op;
+    if (x->base != x || x->param >= 0 || x->grad_full || !baton__sole_use(t, x)) return 0;
+    op = baton__producer_op(t, x, &act);
+    return op == BATON__OP_MATMUL || (op == BATON__OP_LINEAR && act == BATON_ACT_NONE);
 }
 
 void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
-    add_into(t, nd->in[0], nd->out->grad);
-    add_into(t, nd->in[1], nd->out->grad);
+    float *g = nd->out->grad, *dst[2] = {NULL, NULL}, beta[2] = {0.0f, 0.0f};
+    uint16_t *bf = NULL;
+    size_t n = nd->out->n;
+    for (int k = 0; k < 2; k++) {
+        baton_tensor *x = nd->in[k];
+        if (!baton__needs_grad(x)) continue;
+        if (takes_g(t, x)) {
+            baton__grad_begin(x);
+            x->grad = g;
+            if (!bf) bf = baton__grad_slot(t, x, 0.0f);
+        } else {
+            beta[k] = baton__grad_begin(x);
+            dst[k] = x->grad;
+        }
+    }
+    if (!dst[0] && !dst[1] && !bf) return;
+    enum { CH = 1 << 14 };   /* whole 16-float vectors: the same bits for any split */
+#pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
+    for (size_t i = 0; i < n; i += CH) {
+        size_t len = n - i < CH ? n - i : CH;
+        for (int k = 0; k < 2; k++) {
+            if (!dst[k]) continue;
+            if (beta[k] == 0.0f) memcpy(dst[k] + i, g + i, len * sizeof(float));
+            else
+                for (size_t j = i; j < i + len; j++) dst[k][j] += g[j];
+        }
+        if (bf) baton__row_to_bf16(bf + i, g + i, (int)len);
+    }
 }
 
 /* The causal mask makes P lower triangular, so the products run on blocks of ATT_RB query rows (or key
