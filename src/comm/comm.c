@@ -668,6 +668,7 @@ void baton_comm_free(baton_comm *c) {
     baton_store_server_stop(c->store_server);
     baton__autotune_free(c);
     baton__scratch_free(&c->scratch);
+    baton__scratch_free(&c->hier_scratch);
     free(c->node_of);
     free(c->local_of);
     free(c->g2l);
