@@ -2,7 +2,7 @@
 # bench/plan_floors_net.sh: issue 9's prediction floor on the simulated cluster (tests/cluster/netns.sh,
 # 2 nodes x 2 ranks, 1 Gbit/s per node; needs root): `baton plan calibrate --transports net`, then fresh
 # `baton bench` of hier (hierarchical), ring and rd (flat) at 1, 4 and 16 MiB, every algorithm interleaved
-# in one run, ROUNDS rounds, medians: predicted within 25 % of measured? Prints `within 25 %: N of M`, the
+# in one run, the sizes swept ROUNDS times, medians: predicted within 25 % of measured? Prints `within 25 %: N of M`, the
 # load before and after and the total time (about 4 minutes). The cluster is torn down whatever happens.
 #   Usage: sh bench/plan_floors_net.sh [OUTDIR]      Env: BUILD (build), CAL_ROUNDS (3), ROUNDS (3)
 BUILD=${BUILD:-build}
@@ -24,7 +24,7 @@ BATON_NETNS_PREFIX=baton-fl timeout 600 sh tests/cluster/netns.sh with 2 -- sh -
         --out "$O/net.json" 2>"$O/calibrate_net.log" | sed -n 1,2p || exit 1
     [ -s "$O/net.json" ] || { cat "$O/calibrate_net.log"; exit 1; }
     echo "calibrated at $(($(date +%s) - start)) s, load $(cut -d" " -f1-3 /proc/loadavg)"
-    $launch "$BATON" bench allreduce --csv -b 1M -e 16M -f 4 --algo hier,ring,rd --rounds "$ROUNDS" -w 2 -n 5 \
+    $launch "$BATON" bench allreduce --csv -b 1M -e 16M -f 4 --algo hier,ring,rd --rounds 1 --sweeps "$ROUNDS" -w 2 -n 5 \
         --min-time 0.02 2>"$O/errors_net" | awk -F, "\$1 ~ /^[0-9]+\$/ {print \$10, \$1, \$6}" >"$O/net_rows"
     echo "load after: $(cut -d" " -f1-3 /proc/loadavg)"
     /usr/bin/python3 - "$O/net_rows" "$O/net.json" "$BATON" <<"PYEOF"

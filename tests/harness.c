@@ -265,3 +265,20 @@ double th_jnum(const char *json, const char *key) {
     if (!p) th_fail(__FILE__, __LINE__, "no %s in: %s", key, json);
     return atof(p + strlen(pat));
 }
+
+double th_jarr(const char *json, const char *key, int i) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":[", key);
+    const char *p = strstr(json, pat);
+    if (!p) th_fail(__FILE__, __LINE__, "no array %s in: %s", key, json);
+    p += strlen(pat);
+    for (int k = 0;; k++) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p) th_fail(__FILE__, __LINE__, "%s has no element %d in: %s", key, i, json);
+        if (k == i) return v;
+        p = end;
+        if (*p != ',') th_fail(__FILE__, __LINE__, "%s has no element %d in: %s", key, i, json);
+        p++;
+    }
+}

@@ -93,5 +93,8 @@ char *th_train_json(const char *env, int n, const char *args, double timeout_s);
 
 /* The number after "key": in a JSON text; fails the test if the key is absent. */
 double th_jnum(const char *json, const char *key);
+/* Element i of the array of numbers after "key": in a JSON text; fails the test if the key is absent, is not
+ * an array, or has fewer than i + 1 numbers. */
+double th_jarr(const char *json, const char *key, int i);
 
 #endif

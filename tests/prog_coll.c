@@ -2,14 +2,17 @@
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
  *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--attach] [--expect-algo A]
- *             [--roots K] [--allgather-shmem]
+ *             [--roots K] [--allgather-shmem] [--stale-hier-scratch]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
  * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
  * into the dtype). --expect-algo A: every all-reduce of at least one element must have used algorithm A
  * (baton_comm_last_algo), e.g. that auto picks hier across nodes. Prints "prog_coll: rank R: N checks passed" or the first mismatches, exits 1 on any.
  * --allgather-shmem first runs three in-place all-gathers of 4 MiB per rank and prints how much shared memory
- * they added to the process's resident set ("shmem +N KiB cma C", RssShmem of /proc/self/status). */
+ * they added to the process's resident set ("shmem +N KiB cma C", RssShmem of /proc/self/status).
+ * --stale-hier-scratch: before every all-reduce the communicator's hierarchical scratch (slices and messages,
+ * kept between calls) is filled with 0xff (NaN), so a result that depends on what a previous call left there
+ * fails; at the end one more all-reduce of the largest count must reuse that scratch, not allocate another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +54,11 @@ static double reference(baton_dtype dt, baton_op op, int n, size_t i, int salt) 
 
 static long failures, checks;
 static int expect_algo = -1; /* --expect-algo: the algorithm every non-empty all-reduce must use */
+static int stale_hier;        /* --stale-hier-scratch */
+
+static void spoil_hier_scratch(baton_comm *c) {
+    if (stale_hier && c->hier_scratch.p) memset(c->hier_scratch.p, 0xff, c->hier_scratch.cap);
+}
 
 static void expect(const char *what, baton_dtype dt, const void *got, size_t i, double want) {
     uint8_t ref[8];
@@ -243,6 +251,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
         else if (!strcmp(argv[i], "--allgather-shmem")) { ag_shmem = 1; continue; }
         else if (!strcmp(argv[i], "--attach")) { attach = 1; continue; }
+        else if (!strcmp(argv[i], "--stale-hier-scratch")) { stale_hier = 1; continue; }
         else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
             char *end;
             max_roots = strtol(argv[++i], &end, 10);
@@ -276,6 +285,7 @@ int main(int argc, char **argv) {
     int nalgo = split(algos_s, algos, 8), ncount = split(counts_s, counts, 16), ndt = split(dtypes_s, dtypes, 8),
         nop = split(ops_s, ops, 8), ncoll = split(colls_s, colls, 8);
     int salt = 0;
+    size_t max_count = 0;
     for (int a = 0; a < nalgo; a++) {
         baton_algo algo;
         if (baton_algo_parse(algos[a], &algo) < 0) { fprintf(stderr, "prog_coll: %s\n", baton_last_error()); return 2; }
@@ -310,7 +320,10 @@ int main(int argc, char **argv) {
                         baton_op op;
                         if (baton_op_parse(ops[o], &op) < 0) { fprintf(stderr, "prog_coll: %s\n", baton_last_error()); return 2; }
                         if (!strcmp(colls[k], "allreduce")) {
+                            if (count > max_count) max_count = count;
+                            spoil_hier_scratch(c);
                             test_allreduce(c, count, dt, op, 0, salt, 0);
+                            spoil_hier_scratch(c);
                             test_allreduce(c, count, dt, op, 1, salt, 0);
                             if (shmbuf) test_allreduce(c, count, dt, op, 1, salt, 1);
                         } else if (!strcmp(colls[k], "reducescatter")) {
@@ -329,6 +342,16 @@ int main(int argc, char **argv) {
         test_allreduce(c, count, BATON_F32, BATON_SUM, 0, 7, 0);
         test_allreduce(c, count, BATON_F32, BATON_SUM, 1, 8, 0);
         if (shmbuf) test_allreduce(c, count, BATON_F32, BATON_SUM, 1, 9, 1);
+    }
+    if (stale_hier) { /* the slices and messages are the communicator's: the largest size again reuses them */
+        void *p = c->hier_scratch.p;
+        size_t cap = c->hier_scratch.cap;
+        spoil_hier_scratch(c);
+        test_allreduce(c, max_count, BATON_F32, BATON_SUM, 0, 11, 0);
+        checks++;
+        if ((!p || c->hier_scratch.p != p || c->hier_scratch.cap != cap) && failures++ < 8)
+            fprintf(stderr, "prog_coll: rank %d: hierarchical scratch %p (%zu B) not kept: %p (%zu B) after another call\n",
+                    rank_, p, cap, c->hier_scratch.p, c->hier_scratch.cap);
     }
     baton_comm_free(c);
     if (failures) {

@@ -68,10 +68,18 @@ TEST_T(bench_runs_a_list_of_algorithms_interleaved_with_medians, 120) {
     ASSERT_CONTAINS(o, "busbw_GBps,wrong\n");
     ASSERT_TRUE(strstr(o, "asked") == NULL);
     free(o);
-    /* bad lists and rounds: one line naming the flag, exit 2, before joining any job */
+    /* --sweeps: the size range three times over, one row per size and algorithm, printed after the last */
+    o = bench2("", "--csv -b 8 -e 512 -f 64 -c 1 -w 1 -n 1 --min-time 0 --transport shm --algo ring,rd --sweeps 3", 60);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ_INT(rows(o, sizes[i], "ring", "ring"), 1);
+        ASSERT_EQ_INT(rows(o, sizes[i], "rd", "rd"), 1);
+    }
+    free(o);
+    /* bad lists, rounds and sweeps: one line naming the flag, exit 2, before joining any job */
     const char *bad[][2] = {{"--algo ring,ring", "--algo"}, {"--algo ring,warp", "--algo"}, {"--algo ,", "--algo"},
                             {"--algo auto,ring,rd,direct,hier", "--algo"}, {"--rounds 0", "--rounds"},
-                            {"--rounds 100", "--rounds"}, {"--rounds x", "--rounds"}};
+                            {"--rounds 100", "--rounds"}, {"--rounds x", "--rounds"}, {"--sweeps 0", "--sweeps"},
+                            {"--sweeps 50 --rounds 2", "--sweeps"}, {"-b 1 -e 1G -f 1.01 --sweeps 2", "--sweeps"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char *e = NULL;
         snprintf(cmd, sizeof cmd, "%s bench allreduce %s 2>&1", th_baton(), bad[i][0]);

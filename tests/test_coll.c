@@ -163,9 +163,11 @@ TEST_T(two_nodes_2x1, 300) { two_nodes(1, "--algos auto,hier --counts 0,1,13,37W
 
 /* The pipelined hierarchical all-reduce with many segments (64 KiB: 70001 f32 are 5 segments, 250003 are
  * 16): the fused ticks across nodes (segment t's reduce-scatter travels with segment t-1's all-gather),
- * every dtype and op, on 2 and on 3 nodes (a ring of 3 across the nodes: two steps per tick). */
+ * every dtype and op, on 2 and on 3 nodes (a ring of 3 across the nodes: two steps per tick). On 2 nodes the
+ * slices and messages, kept by the communicator between calls, are spoiled with NaN before every call and must
+ * be reused by the last (issue 9: malloc'ed per call, glibc gave them back and every call faulted them in). */
 TEST_T(nodes_2x2_hier_many_segments, 300) {
-    nodes(2, 2, "BATON_HIER_SEGMENT=65536", "--algos hier --expect-algo hier --counts 16385,70001,250003");
+    nodes(2, 2, "BATON_HIER_SEGMENT=65536", "--algos hier --expect-algo hier --counts 16385,70001,250003 --stale-hier-scratch");
 }
 TEST_T(nodes_3x2_hier_many_segments, 300) {
     nodes(3, 2, "BATON_HIER_SEGMENT=65536", "--algos hier --expect-algo hier --counts 70001,250003 --ops sum,avg,max");

@@ -127,18 +127,20 @@ TEST(hierarchical_beats_flat_exactly_when_the_model_says) {
                     baton_model_time h = baton__model_hier(bytes, m, l, intra, inter);
                     baton_model_time f = baton__model_flat_ring_cluster(bytes, m, l, intra, inter);
                     /* by the formulas: below 64 KiB (or one rank per node) the leaders pay M-1 inter steps
-                     * on the whole buffer; from 64 KiB the pipeline runs its slower stage once per 1 MiB
-                     * segment and the faster one once; flat pays 2(ML-1) inter latencies on 1/(ML) slices */
+                     * on the whole buffer; from 64 KiB the pipeline runs its slower stage over
+                     * 512 KiB segments and adds one segment of the faster one; flat pays 2(ML-1) inter latencies on 1/(ML) slices */
                     double hier;
                     if (bytes < 65536 || l == 1) {
                         hier = 2 * intra.lat_s + 2.0 * (l - 1) / l * bytes / intra.bw_Bps + (l > 1) * (intra.lat_s + bytes / intra.bw_Bps) +
                                2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
                         if (l == 1) hier -= 2 * intra.lat_s;
                     } else {
-                        double nseg = ceil(bytes / 1048576.0), s = bytes / nseg;
-                        double net = 2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * s / inter.bw_Bps;
-                        double shm = 2 * intra.lat_s + 2.0 * (l - 1) / l * s / intra.bw_Bps;
-                        hier = nseg * fmax(net, shm) + fmin(net, shm);
+                        /* 512 KiB segments; the ring across nodes in nseg + 1 fused ticks of m - 1 messages */
+                        double nseg = ceil(bytes / 524288.0), s = bytes / nseg;
+                        double net = (nseg + 1) * (m - 1) * lat + 2.0 * (m - 1) / m * bytes / inter.bw_Bps;
+                        double seg = 2 * intra.lat_s + 2.0 * (l - 1) / l * s / intra.bw_Bps;
+                        hier = net >= nseg * seg ? net + seg
+                                                 : nseg * seg + 2.0 * (m - 1) * lat + 2.0 * (m - 1) / m * s / inter.bw_Bps;
                     }
                     int k = m * l;
                     double flat = 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * bytes / inter.bw_Bps;

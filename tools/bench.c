@@ -22,7 +22,7 @@
 #include "commands.h"
 #include "util/util.h"
 
-enum { BENCH_MAX_ALGOS = 4, BENCH_MAX_ROUNDS = 99 };
+enum { BENCH_MAX_ALGOS = 4, BENCH_MAX_ROUNDS = 99, BENCH_MAX_SWEPT = 256 };
 
 typedef enum { B_ALLREDUCE, B_BROADCAST, B_ALLGATHER, B_REDUCESCATTER, B_BARRIER } bench_coll;
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter", "barrier"};
@@ -41,6 +41,7 @@ typedef struct {
     baton_algo algos[BENCH_MAX_ALGOS];  /* --algo A[,B...]: each size runs each of them, in turn */
     int nalgos;
     long rounds;                        /* --rounds R: interleaved rounds per size, the median reported */
+    long sweeps;                        /* --sweeps S: the size range S times over, R rounds a size each time */
     baton_transport_kind transport;
 } bench_opts;
 
@@ -62,6 +63,9 @@ static void usage(FILE *f) {
             "                  with each algorithm in turn, one row each, and --csv adds a column asked\n"
             "  --rounds R      per size, R interleaved rounds of every --algo, each run after its own -w\n"
             "                  warm-up iterations; time_us is the median of the rounds (default 1)\n"
+            "  --sweeps S      run the whole size range S times (R rounds of each size each time) and report\n"
+            "                  the median of a size's S x R runs, printed after the last sweep: a burst of\n"
+            "                  load lands on one sweep of a few sizes, not on every round of one (default 1)\n"
             "  --transport T   auto shm tcp mpi (default auto; mpi: under Open MPI's mpirun)\n"
             "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
@@ -77,6 +81,7 @@ static const char *flag_name(int ch) {
     case 'B': return "--buffers";
     case 'M': return "--min-time";
     case 'R': return "--rounds";
+    case 'S': return "--sweeps";
     default: {
         static char f[3] = "-?";
         f[1] = (char)ch;
@@ -117,6 +122,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     o->op = BATON_SUM;
     o->nalgos = 1;
     o->rounds = 1;
+    o->sweeps = 1;
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             usage(stdout);
@@ -135,7 +141,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     static const struct option longs[] = {{"algo", required_argument, 0, 'A'},    {"transport", required_argument, 0, 'T'},
                                           {"csv", no_argument, 0, 'C'},           {"inplace", no_argument, 0, 'I'},
                                           {"buffers", required_argument, 0, 'B'}, {"min-time", required_argument, 0, 'M'},
-                                          {"rounds", required_argument, 0, 'R'},
+                                          {"rounds", required_argument, 0, 'R'},  {"sweeps", required_argument, 0, 'S'},
                                           {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     optind = 2;
     opterr = 0;
@@ -156,6 +162,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 'o': rc = baton_op_parse(optarg, &o->op); break;
         case 'A': rc = parse_algos(optarg, o); break;
         case 'R': rc = baton__parse_long(optarg, 1, BENCH_MAX_ROUNDS, &o->rounds); break;
+        case 'S': rc = baton__parse_long(optarg, 1, BENCH_MAX_ROUNDS, &o->sweeps); break;
         case 'T': rc = baton_transport_parse(optarg, &o->transport); break;
         case 'M': rc = baton__parse_double(optarg, 0, 3600, &d); o->min_time_s = d; break;
         case 'C': o->csv = 1; break;
@@ -183,6 +190,25 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     if (o->minbytes > o->maxbytes) {
         fprintf(stderr, "baton bench: -b %llu is larger than -e %llu\n", (unsigned long long)o->minbytes, (unsigned long long)o->maxbytes);
         return -1;
+    }
+    if (o->sweeps * o->rounds > BENCH_MAX_ROUNDS) {
+        fprintf(stderr, "baton bench: --sweeps %ld x --rounds %ld is more than %d runs of a size; use fewer\n", o->sweeps,
+                o->rounds, BENCH_MAX_ROUNDS);
+        return -1;
+    }
+    if (o->sweeps > 1) {
+        long nsizes = 0;
+        for (uint64_t size = o->minbytes; size <= o->maxbytes && nsizes <= BENCH_MAX_SWEPT;) {
+            nsizes++;
+            if (o->coll == B_BARRIER) break;
+            uint64_t next = (uint64_t)((double)size * o->factor);
+            size = next > size ? next : size + 1;
+        }
+        if (nsizes > BENCH_MAX_SWEPT) {
+            fprintf(stderr, "baton bench: --sweeps keeps every size's times until the last sweep: at most %d sizes (raise -f or narrow -b/-e)\n",
+                    BENCH_MAX_SWEPT);
+            return -1;
+        }
     }
     return 0;
 }
@@ -398,7 +424,18 @@ int baton_cmd_bench(int argc, char **argv) {
     int modes[2] = {o.bufmode == 1, 1}, nmodes = o.bufmode == 2 ? 2 : 1;
     double busbw_sum = 0;
     long rows = 0, wrong_total = 0;
-    for (uint64_t size = o.minbytes; size <= o.maxbytes && !status;) {
+    /* every (size, buffer mode)'s runs: with --sweeps S they are kept until the last sweep prints them */
+    size_t nslots = o.sweeps > 1 ? 2 * (size_t)BENCH_MAX_SWEPT : 2;
+    double (*ts)[BENCH_MAX_ALGOS][BENCH_MAX_ROUNDS] = calloc(nslots, sizeof *ts);
+    long (*wrongs)[BENCH_MAX_ALGOS] = calloc(nslots, sizeof *wrongs);
+    baton_algo (*used)[BENCH_MAX_ALGOS] = calloc(nslots, sizeof *used);
+    if (!ts || !wrongs || !used) {
+        fprintf(stderr, "baton bench: rank %d: out of memory for the times of %zu sizes\n", rank, nslots / 2);
+        status = 1;
+    }
+    const long runs = o.sweeps * o.rounds;
+    for (long sw = 0; sw < o.sweeps && !status; sw++)
+    for (uint64_t size = o.minbytes, zi = 0; size <= o.maxbytes && !status; zi++) {
         /* Elements per rank-side buffer, as nccl-tests counts them. */
         size_t total = (size_t)(size / esz);
         size_t count = total;
@@ -430,27 +467,27 @@ int baton_cmd_bench(int argc, char **argv) {
              * 2026-11-26 only the first round warmed up, and with -w 0 -n 1 at 32 MiB and more an algorithm
              * listed after rd measured rd's aftermath (docs/plan.md). Each algorithm's row reports the
              * median of its rounds. */
-            double ts[BENCH_MAX_ALGOS][BENCH_MAX_ROUNDS];
-            long wrongs[BENCH_MAX_ALGOS] = {0};
-            baton_algo used[BENCH_MAX_ALGOS];
+            /* --sweeps: sweep sw runs rounds sw x R to sw x R + R - 1 of the same design */
+            size_t slot = (o.sweeps > 1 ? 2 * (size_t)zi : 0) + (size_t)m;
+            if (sw == 0) memset(wrongs[slot], 0, sizeof wrongs[slot]);
             int rc = BATON_OK;
-            for (long r = 0; r < o.rounds && rc >= 0; r++)
+            for (long r = sw * o.rounds; r < (sw + 1) * o.rounds && rc >= 0; r++)
                 for (int k = 0; k < o.nalgos && rc >= 0; k++) {
                     int ai = baton__round_order(o.nalgos, r, k);
                     long w = 0;
                     baton_comm_set_algo(c, o.algos[ai]);
-                    used[ai] = BATON_ALGO_AUTO;
-                    rc = bench_size(c, &o, &b, count, o.warmup, &ts[ai][r], &w, &used[ai]);
-                    wrongs[ai] += w;
+                    used[slot][ai] = BATON_ALGO_AUTO;
+                    rc = bench_size(c, &o, &b, count, o.warmup, &ts[slot][ai][r], &w, &used[slot][ai]);
+                    wrongs[slot][ai] += w;
                 }
             if (rc < 0) {
                 fprintf(stderr, "baton bench: rank %d: %s: %s\n", rank, baton_strerror(rc), baton_last_error());
                 status = 1;
             }
-            for (int ai = 0; ai < o.nalgos && rc >= 0 && rank == 0; ai++) {
-                double t = baton__median(ts[ai], (size_t)o.rounds);
-                long wrong = wrongs[ai];
-                baton_algo algo_used = used[ai];
+            for (int ai = 0; ai < o.nalgos && rc >= 0 && rank == 0 && sw == o.sweeps - 1; ai++) {
+                double t = baton__median(ts[slot][ai], (size_t)runs);
+                long wrong = wrongs[slot][ai];
+                baton_algo algo_used = used[slot][ai];
                 size_t bytes = o.coll == B_BARRIER ? 0 : (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER ? count * (size_t)n * esz : count * esz);
                 double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * busbw_factor(o.coll, n);
                 char algo[32], wrong_s[24] = "N/A";
@@ -477,6 +514,9 @@ int baton_cmd_bench(int argc, char **argv) {
         uint64_t next = (uint64_t)((double)size * o.factor);
         size = next > size ? next : size + 1;
     }
+    free(ts);
+    free(wrongs);
+    free(used);
     if (rank == 0 && !o.csv && rows) {   /* nccl-tests' closing lines */
         if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g \n", busbw_sum / (double)rows);

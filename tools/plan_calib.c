@@ -132,7 +132,8 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
 
 /* ---- calibrate ------------------------------------------------------------------------------------- */
 
-/* Runs one bench of every algorithm in algos (n of them), interleaved --rounds times inside it, and
+/* Runs one bench of every algorithm in algos (n of them), interleaved, the size range swept `rounds` times
+ * (--sweeps: a burst of load lands on one sweep of a few sizes, not on every round of one size), and
  * appends its rows: bytes, median seconds and the index of the algorithm in algos. Returns the number of
  * rows or -1. shm and tcp run under `baton run -n K`; net runs `sh -c "NET_LAUNCH 'baton' bench ..."`,
  * NET_LAUNCH starting the ranks on every node of the cluster (e.g. tests/cluster/netns.sh launch NAME -n 2 --). */
@@ -147,10 +148,10 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     for (int i = 0; i < nalgos; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", baton_algo_name(algos[i]));
     const char *local[] = {self, "run", "-n", n_s, "--", self, "bench", "allreduce", "--csv", "-b", b_s, "-e", e_s, "-f", "2",
-                           "--algo", list, "--rounds", r_s, "--transport", baton__link_name(link), "-w", w,
+                           "--algo", list, "--rounds", "1", "--sweeps", r_s, "--transport", baton__link_name(link), "-w", w,
                            "-n", it, "--min-time", CAL_MIN_TIME, NULL};
     snprintf(cmdline, sizeof cmdline,
-             "%s '%s' bench allreduce --csv -b %s -e %s -f 2 --algo %s --rounds %s -w %s -n %s --min-time " CAL_MIN_TIME,
+             "%s '%s' bench allreduce --csv -b %s -e %s -f 2 --algo %s --rounds 1 --sweeps %s -w %s -n %s --min-time " CAL_MIN_TIME,
              net_launch ? net_launch : "", self, b_s, e_s, list, r_s, w, it);
     const char *shell[] = {"/bin/sh", "-c", cmdline, NULL};
     const char *const *argv = link == BATON_LINK_NET ? shell : local;

@@ -367,7 +367,7 @@ int baton_cmd_train(int argc, char **argv) {
     baton_optim *opt = NULL;
     baton_ddp *ddp = NULL;
     baton_trace *trace = NULL;
-    double *rss_ranks = NULL;   /* every rank's peak RSS, for --json */
+    double *rss_ranks = NULL;   /* every rank's resident set, for --json */
     baton_dist_sampler sampler = {0};
     batch_buf bb = {0}, eb = {0};
     train_metrics metrics = {0};
@@ -623,7 +623,7 @@ int baton_cmd_train(int argc, char **argv) {
     }
     final_loss = comm ? agg[0] : final_loss;
     secs = agg[1];
-    if (o.json && !(rss_ranks = train_gather_peak_rss(comm, rank, world))) {
+    if (o.json && !(rss_ranks = train_gather_rss(comm, rank, world))) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }

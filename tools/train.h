@@ -87,10 +87,15 @@ uint64_t train_peak_rss_bytes(void);
  * Prints a note (talk); returns 0, or 2 with a message when the position does not fit. */
 int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_step, long steps_per_epoch,
                           int lr_linear);
-/* Every rank's peak RSS so far (collective; one small all-reduce): a calloc'ed array of world entries, or NULL
- * with baton_last_error set. */
-double *train_gather_peak_rss(baton_comm *comm, int rank, long world);
-/* rss_ranks: train_gather_peak_rss's array (world entries), reported as peak_rss_bytes_per_rank; may be NULL */
+/* Every rank's resident set (collective; one small all-reduce): a calloc'ed array of world rows of
+ * TRAIN_RSS_FIELDS bytes each: the peak so far (getrusage), and now: the whole, the anonymous, the file-backed
+ * and the shared-memory pages (/proc/self/status). NULL with baton_last_error set. The peak counts the
+ * program's code and libraries (file-backed pages, which vary by a few hundred KiB from run to run with the
+ * page cache); when it is reached at the end of the run (peak == now), peak - file is the data's part of it. */
+enum { TRAIN_RSS_FIELDS = 5 };
+double *train_gather_rss(baton_comm *comm, int rank, long world);
+/* rss_ranks: train_gather_rss's array, reported as peak_rss_bytes_per_rank, rss_bytes_per_rank,
+ * rss_anon_bytes_per_rank, rss_file_bytes_per_rank and rss_shmem_bytes_per_rank; may be NULL */
 void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, int zero, const double *rss_ranks,
                        long world);
 void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero);

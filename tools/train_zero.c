@@ -2,28 +2,55 @@
  * peak RSS), which is what ZeRO (--zero 1|2, src/ddp/zero.c) changes. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "train.h"
 #include "train_summary.h"
 #include "util/util.h"
 
+/* Lines of /proc/self/status in kB: out[i] = key[i]'s value in bytes, 0 when the kernel does not report it. */
+static void proc_status(const char *const *key, int n, double *out) {
+    for (int i = 0; i < n; i++) out[i] = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        for (int i = 0; i < n; i++) {
+            size_t k = strlen(key[i]);
+            unsigned long long kb;
+            if (strncmp(line, key[i], k) == 0 && sscanf(line + k, "%llu", &kb) == 1) out[i] = (double)kb * 1024.0;
+        }
+    fclose(f);
+}
+
+/* VmHWM, not getrusage's ru_maxrss: the kernel updates the high-water mark that getrusage reads only when
+ * pages are unmapped, so while the process lives it can be below the resident set of this very moment;
+ * VmHWM is the larger of that mark and the current resident set. */
 uint64_t train_peak_rss_bytes(void) {
+    static const char *const key[1] = {"VmHWM:"};
+    double hwm;
+    proc_status(key, 1, &hwm);
+    if (hwm > 0) return (uint64_t)hwm;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
 }
 
-double *train_gather_peak_rss(baton_comm *comm, int rank, long world) {
-    double *v = calloc((size_t)world, sizeof(double));
+double *train_gather_rss(baton_comm *comm, int rank, long world) {
+    double *v = calloc((size_t)world * TRAIN_RSS_FIELDS, sizeof(double));
     if (!v) {
-        baton__fail(BATON_ENOMEM, "out of memory for %ld ranks' peak RSS", world);
+        baton__fail(BATON_ENOMEM, "out of memory for %ld ranks' resident sets", world);
         return NULL;
     }
-    v[rank] = (double)train_peak_rss_bytes();
+    double *mine = v + (size_t)rank * TRAIN_RSS_FIELDS;
+    /* one read of the status file: the peak and its parts come from the same moment */
+    static const char *const key[TRAIN_RSS_FIELDS] = {"VmHWM:", "VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"};
+    proc_status(key, TRAIN_RSS_FIELDS, mine);
+    if (mine[0] <= 0) mine[0] = (double)train_peak_rss_bytes();
     /* a sum of one-hot rows: a small all-reduce through the slots every rank already touched (the staged
      * all-gather would add staging pages to the very resident sets being reported) */
-    if (comm && baton_allreduce(comm, v, v, (size_t)world, BATON_F64, BATON_SUM) < 0) {
+    if (comm && baton_allreduce(comm, v, v, (size_t)world * TRAIN_RSS_FIELDS, BATON_F64, BATON_SUM) < 0) {
         free(v);
         return NULL;
     }
@@ -41,7 +68,14 @@ void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, i
     cJSON_AddNumberToObject(j, "grad_staging_bytes", (double)m.grad_staging_bytes);
     cJSON_AddNumberToObject(j, "optim_bytes", (double)m.optim_bytes);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)train_peak_rss_bytes());
-    if (rss_ranks) cJSON_AddItemToObject(j, "peak_rss_bytes_per_rank", cJSON_CreateDoubleArray(rss_ranks, (int)world));
+    static const char *const name[TRAIN_RSS_FIELDS] = {"peak_rss_bytes_per_rank", "rss_bytes_per_rank",
+                                                       "rss_anon_bytes_per_rank", "rss_file_bytes_per_rank",
+                                                       "rss_shmem_bytes_per_rank"};
+    for (int f = 0; rss_ranks && f < TRAIN_RSS_FIELDS; f++) {
+        cJSON *a = cJSON_AddArrayToObject(j, name[f]);
+        for (long r = 0; a && r < world; r++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(rss_ranks[(size_t)r * TRAIN_RSS_FIELDS + (size_t)f]));
+    }
 }
 
 void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_optim *opt, int zero) {

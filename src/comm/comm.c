@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "comm/model.h"
 #include <sodium.h>
 #include <sys/random.h>
 #include "util/files.h"
@@ -549,7 +550,7 @@ int baton_init(baton_comm **out, const baton_options *opt) {
         ((rc = baton__env_size("BATON_CMA_MIN", 256 << 10, 0, (uint64_t)1 << 50, &cma_min)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_CMA_MAX", 0, 0, (uint64_t)1 << 50, &cma_max)) < 0 && rc != BATON_ENOTFOUND) ||
         ((rc = baton__env_size("BATON_SHM_STREAM", 16 << 20, 0, (uint64_t)1 << 50, &stream)) < 0 && rc != BATON_ENOTFOUND) ||
-        ((rc = baton__env_size("BATON_HIER_SEGMENT", 512 << 10, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
+        ((rc = baton__env_size("BATON_HIER_SEGMENT", BATON_HIER_SEGMENT_DEFAULT, 64 << 10, BATON_SHM_STAGE_BYTES, &hseg)) < 0 &&
          rc != BATON_ENOTFOUND))
         goto fail;
     c->hier_seg_bytes = (size_t)hseg;
@@ -667,6 +668,7 @@ void baton_comm_free(baton_comm *c) {
     baton_store_server_stop(c->store_server);
     baton__autotune_free(c);
     baton__scratch_free(&c->scratch);
+    baton__scratch_free(&c->hier_scratch);
     free(c->node_of);
     free(c->local_of);
     free(c->g2l);

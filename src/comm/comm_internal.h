@@ -123,6 +123,7 @@ struct baton_comm {
     uint64_t big_chunks;           /* chunks of direct shm collectives so far */
     baton_shm_buffer *buffers;
     baton_scratch scratch;         /* the p2p algorithms' scratch, kept between collectives (comm/algo.h) */
+    baton_scratch hier_scratch;    /* the hierarchical all-reduce's slices and messages (hier.c), kept likewise */
 
     /* --algo auto from a calibration (autotune.c); NULL: the fixed rules */
     struct baton_tuning_s *tuning;

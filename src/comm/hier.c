@@ -93,6 +93,7 @@ typedef struct {
     size_t slots;               /* slices in flight: the segments ahead + 1 */
     uint8_t *part[HIER_SLOTS_MAX];  /* my slice's partials (wdt) */
     uint8_t *fin[HIER_SLOTS_MAX];   /* my finished slice (dt): part itself unless 16-bit */
+    uint8_t *sbuf, *rbuf;           /* the network thread's outgoing and landing message */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t given, done;     /* segments handed to the network thread / finished by it */
@@ -205,12 +206,8 @@ static int net_tick(hier_pipe *h, size_t t, uint8_t *sbuf, uint8_t *rbuf) {
 
 static void *net_thread(void *arg) {
     hier_pipe *h = arg;
-    /* a message carries at most one chunk of each of two slices (a shorter segment's slice may be up to 64
-     * bytes longer than the first's: slices start 64-byte aligned) */
-    size_t most = (slice_len(h, 0) + 64) / (size_t)h->g.n + 1, wsz = baton_dtype_size(h->wdt);
-    uint8_t *sbuf = malloc(2 * most * wsz), *rbuf = malloc(2 * most * wsz);
-    int rc = sbuf && rbuf ? BATON_OK
-                          : baton__fail(BATON_ENOMEM, "allreduce: out of memory for the hierarchical messages");
+    uint8_t *sbuf = h->sbuf, *rbuf = h->rbuf;
+    int rc = BATON_OK;
     for (size_t t = 0; rc == BATON_OK && t <= h->nseg; t++) {
         uint64_t t0 = baton__now_ns();
         pthread_mutex_lock(&h->mu);
@@ -234,8 +231,6 @@ static void *net_thread(void *arg) {
         pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
     }
-    free(sbuf);
-    free(rbuf);
     return NULL;
 }
 
@@ -276,11 +271,26 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     ahead = ahead < HIER_AHEAD_MIN ? HIER_AHEAD_MIN : ahead > HIER_AHEAD_MAX ? HIER_AHEAD_MAX : ahead;
     if (ahead > h.nseg - 1) ahead = h.nseg - 1;
     h.slots = ahead + 1;
-    int rc = BATON_OK;
-    for (size_t s = 0; s < h.slots; s++) {
-        h.part[s] = malloc(maxslice * wsz);
-        h.fin[s] = h.wdt != dt ? malloc(maxslice * esz) : h.part[s];
-        if (!h.part[s] || !h.fin[s]) rc = baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");
+    /* Slices and messages come from the communicator's hierarchical scratch, kept between calls: malloc'ed
+     * and freed per call (about 1 MiB at 512 KiB segments), glibc handed them back to the kernel at the
+     * free (munmap, or a heap trim while its dynamic thresholds were still low) and every call faulted them
+     * in again: on the simulated cluster hier at 1 MiB took 16.5-19.1 ms as a job's first size and
+     * 10.8-12.7 ms once something bigger had been freed (docs/plan.md, issue 9). A message carries at most
+     * one chunk of each of two slices (a shorter segment's slice may be up to 64 bytes longer than the
+     * first's: slices start 64-byte aligned). */
+    const size_t line = 64, most = (slice_len(&h, 0) + 64) / (size_t)h.g.n + 1;
+    const size_t part_b = (maxslice * wsz + line - 1) / line * line, fin_b = h.wdt != dt ? (maxslice * esz + line - 1) / line * line : 0;
+    const size_t msg_b = (2 * most * wsz + line - 1) / line * line;
+    void *owned = NULL;
+    uint8_t *mem = baton__scratch_get(&c->hier_scratch, h.slots * (part_b + fin_b) + 2 * msg_b, &owned);
+    int rc = mem ? BATON_OK : baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");
+    for (size_t s = 0; mem && s < h.slots; s++) {
+        h.part[s] = mem + s * (part_b + fin_b);
+        h.fin[s] = fin_b ? h.part[s] + part_b : h.part[s];
+    }
+    if (mem) {
+        h.sbuf = mem + h.slots * (part_b + fin_b);
+        h.rbuf = h.sbuf + msg_b;
     }
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cv, NULL);
@@ -324,10 +334,7 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
     c->big_chunks += u;
     pthread_cond_destroy(&h.cv);
     pthread_mutex_destroy(&h.mu);
-    for (size_t s = 0; s < h.slots; s++) {
-        if (h.fin[s] != h.part[s]) free(h.fin[s]);
-        free(h.part[s]);
-    }
+    free(owned);
     return rc;
 }
 

@@ -70,14 +70,17 @@ baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_
                                    baton_link_params inter) {
     if (nodes * per_node <= 1) return mt(0, 0);
     if (bytes < BATON_MODEL_HIER_MIN_BYTES || nodes < 2 || per_node < 2) return hier_leaders(bytes, nodes, per_node, intra, inter);
-    /* pipelined: per segment of s bytes, the node's link carries 2(M-1)/M s in 2(M-1) messages (L rings of
-     * s/L at once), shared memory scatters and gathers it (two barriers, 2(L-1)/L s); the slower stage sets
-     * the pace, the faster one adds one segment (the first scatter, the last gather) */
-    double nseg = ceil(bytes / BATON_MODEL_HIER_SEGMENT), s = bytes / nseg;
-    baton_model_time net = mt(2.0 * (nodes - 1) * inter.lat_s, 2.0 * (nodes - 1) / nodes * s / inter.bw_Bps);
-    baton_model_time shm = per_node > 1 ? mt(2 * intra.lat_s, 2.0 * (per_node - 1) / per_node * s / intra.bw_Bps) : mt(0, 0);
-    baton_model_time slow = net.total_s >= shm.total_s ? net : shm, fast = net.total_s >= shm.total_s ? shm : net;
-    return mt(nseg * slow.lat_s + fast.lat_s, nseg * slow.bw_s + fast.bw_s);
+    /* pipelined over nseg segments of s bytes; the ring across nodes runs nseg + 1 fused ticks of M-1
+     * messages (tick t: segment t's reduce-scatter step with segment t-1's all-gather step), the node's link
+     * carrying 2(M-1)/M of the buffer in all; shared memory scatters and gathers each segment (two barriers,
+     * 2(L-1)/L s). The slower stage sets the pace; the faster one adds its share of one segment: the first
+     * scatter and the last gather, or the last segment's two half ticks. */
+    double nseg = ceil(bytes / (double)BATON_HIER_SEGMENT_DEFAULT), s = bytes / nseg, m1 = nodes - 1.0;
+    baton_model_time net = mt((nseg + 1) * m1 * inter.lat_s, 2.0 * m1 / nodes * bytes / inter.bw_Bps);
+    baton_model_time seg = mt(2 * intra.lat_s, 2.0 * (per_node - 1) / per_node * s / intra.bw_Bps);
+    baton_model_time shm = mt(nseg * seg.lat_s, nseg * seg.bw_s);
+    if (net.total_s >= shm.total_s) return mt(net.lat_s + seg.lat_s, net.bw_s + seg.bw_s);
+    return mt(shm.lat_s + 2 * m1 * inter.lat_s, shm.bw_s + 2.0 * m1 / nodes * s / inter.bw_Bps);
 }
 
 baton_model_time baton__model_flat_ring_cluster(double bytes, int nodes, int per_node, baton_link_params intra,

@@ -14,11 +14,15 @@
  *           straight from the others' buffers, then copies the other slices; two barriers)
  *   hier    M nodes of L ranks (src/comm/hier.c). Below 64 KiB the leaders' path: direct inside each node
  *           (intra link), ring across the M node leaders on the whole buffer (inter link), broadcast back
- *           inside the node (alpha_i + n / beta_i). From 64 KiB pipelined over S = n / ceil(n / 1 MiB)
- *           byte segments (L > 1): per segment the network stage is 2(M-1) alpha_e + 2(M-1)/M S / beta_e (the L
- *           local ranks each ring their 1/L slice across the nodes, all through the node's link) and the
- *           shared-memory stage (reduce-scatter, all-gather) 2 alpha_i + 2(L-1)/L S / beta_i; the slower
- *           stage runs once per segment, the faster one adds one segment (pipeline fill and drain). */
+ *           inside the node (alpha_i + n / beta_i). From 64 KiB pipelined over N = ceil(n / 512 KiB) segments
+ *           of S = n / N bytes (L > 1; BATON_HIER_SEGMENT's default, BATON_HIER_SEGMENT_DEFAULT). The ring
+ *           across nodes runs fused ticks: tick t carries step s of segment t's reduce-scatter and of segment
+ *           t-1's all-gather as one message, so the network stage is N + 1 ticks of M - 1 messages,
+ *           (N+1)(M-1) alpha_e + 2(M-1)/M n / beta_e (the L local rings share the node's link). The
+ *           shared-memory stage (reduce-scatter, all-gather) is 2 alpha_i + 2(L-1)/L S / beta_i per segment.
+ *           When the network stage is the slower one, the first scatter and the last gather add one
+ *           shared-memory segment; otherwise the last segment's two half ticks, 2(M-1) alpha_e +
+ *           2(M-1)/M S / beta_e, follow N shared-memory segments. */
 #ifndef BATON_COMM_MODEL_H
 #define BATON_COMM_MODEL_H
 
@@ -48,7 +52,9 @@ int baton__model_algo_parse(const char *s, baton_model_algo *out); /* 0 or -1 */
  * BATON_MODEL_HIER is not flat: use baton__model_hier. */
 baton_model_time baton__model_flat(baton_model_algo a, double bytes, int ranks, baton_link_params link);
 #define BATON_MODEL_HIER_MIN_BYTES 65536.0   /* src/comm/hier.c HIER_MIN_BYTES */
-#define BATON_MODEL_HIER_SEGMENT 1048576.0   /* BATON_HIER_SEGMENT's default */
+/* BATON_HIER_SEGMENT's default (src/comm/comm.c reads it from here; until 2026-11-26 the model had 1 MiB
+ * while the implementation had moved to 512 KiB) */
+#define BATON_HIER_SEGMENT_DEFAULT (512 << 10)
 /* Hierarchical: `nodes` nodes of `per_node` ranks, intra-node link `intra`, inter-node link `inter`. */
 baton_model_time baton__model_hier(double bytes, int nodes, int per_node, baton_link_params intra,
                                    baton_link_params inter);

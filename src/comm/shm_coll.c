@@ -13,8 +13,8 @@
  * reduced slice out. Each byte is read and written about once per phase, all in cache-sized chunks.
  *
  * Buffers from baton_buffer_alloc are visible to every local rank: an in-place all-reduce on one skips
- * staging: each rank reduces its slice straight from the peers' buffers into its own, then copies the
- * other slices from their owners. See docs/algorithms.md. */
+ * staging: each rank reduces its slice straight from the peers' buffers into its own and writes the result
+ * into the peers' buffers. See docs/algorithms.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -161,42 +161,36 @@ static int small_allreduce(baton_comm *c, const void *send, void *recv, size_t c
     return BATON_OK;
 }
 
-/* In place on a buffer every local rank mapped: no staging. Each rank reduces its slice from every rank's
- * buffer and writes the result into every rank's buffer itself (block by block, while the block is still in
- * its cache), so no rank waits for the others' reductions before copying them out: one wait when all have
- * entered, one when all are done. The slices are disjoint, so nothing a rank reads is written by another;
- * every rank ends with the same bits. (Before 2026-11-26 each rank wrote only its own buffer, waited for
- * every rank's reduction, then read the other slices from their owners: one more pass over the memory and
- * one more wait per 4 MiB chunk, docs/python.md.) */
-enum { ZC_BLOCK_BYTES = 64 << 10 };
+/* In place on a buffer every local rank mapped: no staging, one wait to start and one to finish. Rank r owns
+ * slice r of the whole buffer: it reduces it, block by block, from every rank's buffer into its own and, while
+ * the block is still in cache, writes the result into every peer's buffer. Only the owner reads or writes a
+ * slice, in every buffer, so no rank waits for another between blocks, and a rank maps only its own slices
+ * of the peers' buffers (1/L of them, not all). */
+enum { PUSH_BLOCK_BYTES = 64 << 10 };
+
 static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base, size_t count, baton_dtype dt,
                                baton_op op, int avg_div, uint64_t deadline) {
+    if (!count) return BATON_OK;
     int L = c->local_size, me = c->local_rank;
-    size_t esz = baton_dtype_size(dt);
-    size_t chunk = BATON_SHM_STAGE_BYTES / esz * 2, block = ZC_BLOCK_BYTES / esz;
-    size_t nchunks = (count + chunk - 1) / chunk;
+    size_t esz = baton_dtype_size(dt), block = PUSH_BLOCK_BYTES / esz;
+    uint64_t g = c->big_chunks++;
+    post(c, 3 * g + 1);
+    /* everyone has entered: every input is in place, and no peer still reads a buffer of the last call */
+    int rc = wait_all(c, 3 * g + 1, deadline);
+    if (rc == BATON_OK) rc = check_peers(c);
+    if (rc < 0) return rc;
     const void *srcs[BATON_SHM_MAX_LOCAL];
-    int rc = BATON_OK;
-    for (size_t k = 0; k < nchunks; k++) {
-        uint64_t g = c->big_chunks + k;
-        size_t off = k * chunk, m = count - off < chunk ? count - off : chunk;
-        post(c, 3 * g + 1);
-        /* Only the first chunk needs everyone to have entered (their inputs are all in place by then). */
-        if (k == 0 && ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0)) return rc;
-        size_t lo = slice_lo(m, L, me, esz), hi = slice_lo(m, L, me + 1, esz);
-        for (size_t b = lo; b < hi; b += block) {
-            size_t n = hi - b < block ? hi - b : block;
-            size_t at = base + (off + b) * esz;
-            for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
-            baton__reduce_n(buf->peer[me] + at, srcs, L, n, dt, op, avg_div);
-            for (int q = 0; q < L; q++)
-                if (q != me) memcpy(buf->peer[q] + at, buf->peer[me] + at, n * esz);
-        }
-        post(c, 3 * g + 3);
+    size_t lo = slice_lo(count, L, me, esz), hi = slice_lo(count, L, me + 1, esz);
+    for (size_t b = lo; b < hi; b += block) {
+        size_t n = hi - b < block ? hi - b : block, at = base + b * esz;
+        for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
+        baton__reduce_n(buf->peer[me] + at, srcs, L, n, dt, op, avg_div);
+        for (int q = 0; q < L; q++)
+            if (q != me) memcpy(buf->peer[q] + at, buf->peer[me] + at, n * esz);
     }
-    c->big_chunks += nchunks;
-    /* Peers may still be writing my buffer: it is the caller's again only when all are done. */
-    return nchunks ? wait_all(c, 3 * (c->big_chunks - 1) + 3, deadline) : BATON_OK;
+    post(c, 3 * g + 3);
+    /* Peers may still be writing their slices into my buffer: it is the caller's again when all are done. */
+    return wait_all(c, 3 * g + 3, deadline);
 }
 
 /* ---- cross-memory attach ------------------------------------------------------------------------------
