@@ -188,6 +188,28 @@ pg._attach_min = c10d._attach_min()
 compare(m_hvd := hvd_run()[0], mg, "DistributedOptimizer against DDP over gloo")
 del m_hvd
 
+# ---- BATON_TORCH_INLINE: the mode this run asked for is the one the group and the optimizer use ----
+import os  # noqa: E402
+
+from baton.torch import _inline  # noqa: E402
+
+want_inline = {"on": True, "auto": len(os.sched_getaffinity(0)) == 1}.get(os.environ.get("BATON_TORCH_INLINE", "off"),
+                                                                         False)
+check(pg._inline == want_inline and hvd_run()[1]._inline == want_inline,
+      "BATON_TORCH_INLINE=%s: the group and the optimizer run inline=%s" % (os.environ.get("BATON_TORCH_INLINE"),
+                                                                           want_inline))
+saved = os.environ.get("BATON_TORCH_INLINE")
+os.environ["BATON_TORCH_INLINE"] = "sometimes"
+try:
+    _inline.inline_allreduce()
+    check(False, "BATON_TORCH_INLINE=sometimes was accepted")
+except ValueError as e:
+    check("BATON_TORCH_INLINE='sometimes' must be off, on or auto" in str(e), "bad BATON_TORCH_INLINE: %s" % e)
+if saved is None:
+    del os.environ["BATON_TORCH_INLINE"]
+else:
+    os.environ["BATON_TORCH_INLINE"] = saved
+
 # ---- torch.distributed calls on the baton backend ----
 check(dist.get_backend() == "baton" and dist.get_world_size() == W and dist.get_rank() == R, "backend identity")
 t = torch.full((3,), float(R + 1))

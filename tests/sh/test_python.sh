@@ -48,6 +48,10 @@ run_checks() {
 
 for n in 1 2 3 4; do run_checks "collectives (numpy, torch)" $n 120 tests/python/check_coll.py both; done
 for n in 2 3; do run_checks "DistributedOptimizer, DDP over baton and gloo" $n 120 tests/python/check_torch.py; done
+# the same with every gradient all-reduce inline on the hook's thread (BATON_TORCH_INLINE, docs/python.md)
+export BATON_TORCH_INLINE=on
+run_checks "BATON_TORCH_INLINE=on: DistributedOptimizer, DDP over baton and gloo" 2 120 tests/python/check_torch.py
+unset BATON_TORCH_INLINE
 
 # faults: MODE, extra env, the RAISED line expected from rank 0 (extended regex), longest acceptable seconds
 fault() {
@@ -77,13 +81,16 @@ else bad "examples/numpy_allreduce.py on 2 ranks"; printf '%s\n' "$out" | tail -
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     h=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json 2>&1)
     d=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    i=$(BATON_TORCH_INLINE=auto timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
     hl=$(printf '%s\n' "$h" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
     dl=$(printf '%s\n' "$d" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
-    if [ -n "$hl" ] && [ -n "$dl" ] && awk -v a="$hl" -v b="$dl" 'BEGIN { d = a - b; exit !(a < 2.0 && d * d < 1e-8) }'; then
-        ok "examples/torch_mnist.py, 20 steps on 2 ranks: hvd loss $hl = DDP-over-baton loss $dl"
+    il=$(printf '%s\n' "$i" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
+    if [ -n "$hl" ] && [ -n "$dl" ] && [ -n "$il" ] &&
+       awk -v a="$hl" -v b="$dl" -v c="$il" 'BEGIN { d = a - b; e = c - b; exit !(a < 2.0 && d * d < 1e-8 && e * e < 1e-8) }'; then
+        ok "examples/torch_mnist.py, 20 steps on 2 ranks: hvd loss $hl = DDP-over-baton loss $dl = with BATON_TORCH_INLINE=auto $il"
     else
-        bad "examples/torch_mnist.py: hvd loss '$hl', DDP-over-baton loss '$dl'"
-        printf '%s\n%s\n' "$h" "$d" | tail -n 10 | sed 's/^/    /'
+        bad "examples/torch_mnist.py: hvd loss '$hl', DDP-over-baton loss '$dl', with BATON_TORCH_INLINE=auto '$il'"
+        printf '%s\n%s\n%s\n' "$h" "$d" "$i" | tail -n 10 | sed 's/^/    /'
     fi
 else
     bad "examples/torch_mnist.py: Fashion-MNIST missing (the Makefile's DEB_PKGS installs dataset-fashion-mnist)"

@@ -17,6 +17,12 @@ waits for baton's handles in order (the GIL is released while it waits) and comp
 is what the reducer waits on. Work objects stay referenced until they are finished and a while after, so
 C++ callers that hold only the C++ side still reach the Python methods.
 
+Inline (BATON_TORCH_INLINE=on, or auto when the process is bound to one CPU; baton/torch/_inline.py):
+allreduce and broadcast run on the calling thread (DDP's autograd hook) with the GIL released and return a
+Work whose future is already complete: no comm thread, no waiter thread, no hand-off between threads that
+share one CPU. A failure still reaches the caller through the future (wait() raises), as in the
+asynchronous way. The waiter thread starts only when needed.
+
 Zero-copy buckets: DDP allocates its gradient buckets itself (private memory), so baton would read the peer's
 bucket with process_vm_readv (cross-memory attach). The second time the same bucket tensor (the same Python
 object: DDP passes the same bucket every step) of at least BATON_TORCH_ATTACH_MIN bytes (default 1 MiB;
@@ -38,6 +44,7 @@ import torch.distributed as dist
 
 import baton
 from baton import _baton
+from baton.torch._inline import inline_allreduce
 
 _REDUCE_OPS = [("SUM", baton.SUM), ("PRODUCT", baton.PROD), ("MIN", baton.MIN), ("MAX", baton.MAX),
                ("AVG", baton.AVG)]
@@ -150,8 +157,8 @@ class ProcessGroupBaton(dist.ProcessGroup):
         self._queue = queue.Queue()
         self._recent = collections.deque(maxlen=256)  # finished works still referenced (see module doc)
         self._attach_min = _attach_min()
-        self._thread = threading.Thread(target=self._complete, name="baton-c10d-waiter", daemon=True)
-        self._thread.start()
+        self._inline = inline_allreduce()
+        self._thread = None  # the waiter, started by the first asynchronous collective
 
     def getBackendName(self):
         return "baton"
@@ -180,18 +187,38 @@ class ProcessGroupBaton(dist.ProcessGroup):
                 fut.set_result(result)
 
     def _async(self, handles, result, after=None):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._complete, name="baton-c10d-waiter", daemon=True)
+            self._thread.start()
         fut = torch.futures.Future()
         work = _Work(fut)
         self._recent.append(work)
         self._queue.put((handles, fut, result, after))
         return work
 
-    def _done(self, result):
+    def _done(self, result, err=None):
         fut = torch.futures.Future()
-        fut.set_result(result)
+        if err is not None:
+            fut.set_exception(err)
+        else:
+            fut.set_result(result)
         work = _Work(fut)
         self._recent.append(work)
         return work
+
+    def _inline_run(self, tensors, result, run):
+        """Runs run(contiguous tensor) for each tensor now, on this thread: a completed Work (see module doc)."""
+        err = None
+        for t in tensors:
+            c = t if t.is_contiguous() else t.contiguous()
+            try:
+                run(c)
+            except baton.Error as e:
+                err = e
+                break
+            if c is not t:
+                t.copy_(c)
+        return self._done(result, err)
 
     # ---- collectives ----
     def allreduce(self, tensors, opts=None):
@@ -203,6 +230,10 @@ class ProcessGroupBaton(dist.ProcessGroup):
                 nbytes = t.numel() * t.element_size()
                 if (self._attach_min is not None and nbytes >= max(self._attach_min, 1) and not _attach_state["broken"]):
                     _maybe_attach(t, nbytes)
+        if self._inline:
+            return self._inline_run(tensors, tensors, lambda c: _baton.allreduce_into(c, c, op))
+        for t in tensors:
+            if t.is_contiguous():
                 handles.append(_baton.allreduce_async_into(t, t, op))
             else:
                 c = t.contiguous()
@@ -212,9 +243,12 @@ class ProcessGroupBaton(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
-        handles, after = [], []
         for t in tensors:
             _check(t, "the broadcast tensor")
+        if self._inline:
+            return self._inline_run(tensors, tensors, lambda c: _baton.broadcast_(c, root))
+        handles, after = [], []
+        for t in tensors:
             if t.is_contiguous():
                 handles.append(_baton.broadcast_async_(t, root))
             else:

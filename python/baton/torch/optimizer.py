@@ -14,6 +14,10 @@ How it works:
   starts its asynchronous all-reduce at once, while backward goes on with earlier layers. Buckets start in
   bucket order on every rank (a bucket finished early waits for the ones before it), so all ranks issue
   the same collectives in the same order, as baton requires.
+- With BATON_TORCH_INLINE=on (or auto, when the process is bound to one CPU), a bucket's all-reduce runs
+  inline in the hook instead, on the training thread with the GIL released: with no spare CPU, handing it
+  to baton's comm thread only adds wake-ups and context switches on the same CPU. A failure is kept and
+  raised by synchronize(), as in the asynchronous way.
 - step() waits for every bucket (synchronize()), then runs the wrapped optimizer's step. Parameters whose
   hook did not fire (unused this step) contribute zeros, as in Horovod.
 """
@@ -23,6 +27,7 @@ import torch
 
 import baton
 from baton import _baton
+from baton.torch._inline import inline_allreduce
 from baton.torch.compression import Compression
 
 _ALIGN = 64  # bytes: every bucket starts on a cache line
@@ -33,13 +38,14 @@ def _esize(dtype):
 
 
 class _Bucket:
-    __slots__ = ("params", "pending", "flat", "handle")
+    __slots__ = ("params", "pending", "flat", "handle", "error")
 
     def __init__(self):
         self.params = []
         self.pending = 0
         self.flat = None
         self.handle = None
+        self.error = None  # an inline all-reduce's failure, raised by synchronize()
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -61,6 +67,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._op = op
         self._should_synchronize = True
         self._synchronized = False
+        self._inline = inline_allreduce()
 
         seen, params = set(), []
         for group in self.param_groups:
@@ -162,8 +169,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         bs = self._buckets
         while self._next < len(bs) and bs[self._next].pending == 0:
             b = bs[self._next]
-            b.handle = _baton.allreduce_async_into(b.flat, b.flat, self._op)
             self._next += 1
+            if self._inline:
+                try:
+                    _baton.allreduce_into(b.flat, b.flat, self._op)
+                except baton.Error as e:
+                    b.error = e
+            else:
+                b.handle = _baton.allreduce_async_into(b.flat, b.flat, self._op)
 
     # ---- Horovod's optimizer API ----
     def synchronize(self):
@@ -198,6 +211,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 except baton.Error as e:
                     err = err or e
                 b.handle = None
+            if b.error is not None:
+                err = err or b.error
+                b.error = None
         for b in self._buckets:
             b.pending = len(b.params)
         for p in self._delay:

@@ -1,0 +1,30 @@
+"""Whether baton.torch runs its gradient all-reduces on the calling thread (BATON_TORCH_INLINE).
+
+Asynchronous all-reduces hand each bucket to baton's comm thread and (for the torch.distributed backend)
+complete a torch future from a waiter thread. That overlap needs a spare CPU: when this process is bound to
+one CPU (baton run gives each of 2 ranks on 2 cores its own), the training thread, the comm thread and the
+waiter thread share it, and every hand-off is a wake-up, a context switch and (for the waiter) a GIL
+hand-off, with no core gained. Inline, the all-reduce runs on the thread that asked for it (DDP's autograd
+hook, DistributedOptimizer's gradient hook), with the GIL released, and the returned work is already
+complete. docs/python.md has the measurements.
+
+BATON_TORCH_INLINE: off (the default: asynchronous), on (always inline), auto (inline when the process may
+run on one CPU only, asynchronous otherwise). Off by default because inline lost under load (2026-11-26,
+docs/python.md): on the hook's thread the all-reduce waits idle for a late peer, where the asynchronous
+way computes the earlier layers' backward meanwhile.
+"""
+import os
+
+
+def inline_allreduce():
+    v = os.environ.get("BATON_TORCH_INLINE", "").strip().lower()
+    if v in ("on", "1"):
+        return True
+    if v in ("", "off", "0"):
+        return False
+    if v != "auto":
+        raise ValueError("BATON_TORCH_INLINE='%s' must be off, on or auto" % os.environ["BATON_TORCH_INLINE"])
+    try:
+        return len(os.sched_getaffinity(0)) == 1
+    except (AttributeError, OSError):
+        return False
