@@ -11,6 +11,7 @@
  * Checkpoints: an 8-rank ZeRO-2 checkpoint resumed on 3 plain ranks (the same global batch) continues as the
  * 8-rank run does (parameters and Adam moments); `baton ckpt consolidate` writes the parameters byte for
  * byte; a damaged or incomplete shard set is refused with one line. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -221,6 +222,39 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
             th_jnum(j[2], "peak_rss_bytes") / 1048576);
     plan_predicts(j, "--bucket-mb 0.02 --largest-param 1048576");
     for (int z = 0; z < 3; z++) free(j[z]);
+}
+
+/* With --trace, each ZeRO step shows the wait for every rank ("barrier") apart from the parameter all-gather
+ * ("allgather"), once per step on each rank's main track; plain DP has neither. */
+TEST_T(zero_trace_shows_barrier_and_allgather, 120) {
+    for (int z = 0; z < 2; z++) {
+        char path[512], args[900];
+        snprintf(path, sizeof path, "%s/trace%d.json", th_tmpdir(), z);
+        snprintf(args, sizeof args, "--data synthetic --train-samples 256 --hidden 64 --steps 3 --warmup 0 --batch 8 "
+                 "--optim adamw --zero %d --trace %s", z, path);
+        free(th_train_json("", 2, args, 100));
+        char *text = th_slurp(path, NULL);
+        cJSON *j = cJSON_Parse(text);
+        ASSERT_TRUE(j != NULL);
+        int n[2][2] = {{0, 0}, {0, 0}};   /* [rank][barrier, allgather] */
+        cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents")) {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+            cJSON *pid = cJSON_GetObjectItem(e, "pid"), *tid = cJSON_GetObjectItem(e, "tid");
+            if (!name || !pid || !tid) continue;
+            int k = !strcmp(name, "barrier") ? 0 : !strcmp(name, "allgather") ? 1 : -1;
+            if (k < 0) continue;
+            ASSERT_TRUE(pid->valueint == 0 || pid->valueint == 1);
+            ASSERT_EQ_INT(tid->valueint, 0);   /* the main thread's track */
+            n[pid->valueint][k]++;
+        }
+        for (int r = 0; r < 2; r++) {
+            ASSERT_EQ_INT(n[r][0], z ? 3 : 0);
+            ASSERT_EQ_INT(n[r][1], z ? 3 : 0);
+        }
+        cJSON_Delete(j);
+        free(text);
+    }
 }
 
 /* `baton SUB ARGS` for each ARGS: exit 2 with one line containing `needle`. */

@@ -58,6 +58,7 @@ extern "C" {
 typedef enum {
     BATON_EV_STEP = 0, BATON_EV_DATA, BATON_EV_FORWARD, BATON_EV_BACKWARD, BATON_EV_ALLREDUCE,  /* arg: bucket */
     BATON_EV_WAIT, BATON_EV_OPTIM, BATON_EV_EVAL, BATON_EV_BROADCAST, BATON_EV_CONVERT,        /* arg: bucket */
+    BATON_EV_BARRIER, BATON_EV_ALLGATHER,   /* ZeRO's step, traced: waiting for every rank, then the gather */
     BATON_EV_COUNT
 } baton_event;
 enum { BATON_TRACK_MAIN = 0, BATON_TRACK_COMM = 1 };

@@ -27,7 +27,8 @@ struct baton_trace {
 };
 
 static const char *const names[BATON_EV_COUNT] = {"step", "data", "forward", "backward", "allreduce",
-                                                  "wait", "optimizer", "eval", "broadcast", "convert"};
+                                                  "wait", "optimizer", "eval", "broadcast", "convert",
+                                                  "barrier", "allgather"};
 
 const char *baton_event_name(baton_event ev) {
     return (unsigned)ev < BATON_EV_COUNT ? names[ev] : "?";
