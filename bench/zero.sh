@@ -51,13 +51,12 @@ for z in 0 1 2; do
 done
 /usr/bin/python3 - "$TMP" <<'PY'
 import statistics as S, sys
-med, runs = {}, {}
+med, runs, allrows = {}, {}, {}
 for z in range(3):
-    rows = [list(map(float, l.split())) for l in open("%s/z%d" % (sys.argv[1], z))]
+    rows = allrows[z] = [list(map(float, l.split())) for l in open("%s/z%d" % (sys.argv[1], z))]
     med[z] = [S.median(c) for c in zip(*rows)]
     runs[z] = [r[0] for r in rows]
-    if z == 0:
-        rows0 = rows
+rows0 = allrows[0]
 M = 1048576.0
 ranks = (len(med[0]) - 6) // 2
 print("| ZeRO | step_ms (median; runs) | vs plain | CPU s per run (all processes) | optimizer MiB/rank | gradients MiB/rank | "
@@ -96,8 +95,7 @@ for r in range(ranks):
     # peak was the resident set at the end (all of them, normally)
     data = {}
     for z in (0, 1):
-        rows = [list(map(float, l.split())) for l in open("%s/z%d" % (sys.argv[1], z))]
-        data[z] = [rw[6 + r] - rw[6 + ranks + r] for rw in rows if rw[6 + ranks + r] >= 0]
+        data[z] = [rw[6 + r] - rw[6 + ranks + r] for rw in allrows[z] if rw[6 + ranks + r] >= 0]
     if data[0] and data[1]:
         dsaved = S.median(data[0]) - S.median(data[1])
         # resident sets count whole 4 KiB pages: each of AdamW's two moment arrays ends in a page of its own,

@@ -88,7 +88,7 @@ uint64_t train_peak_rss_bytes(void);
 int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_step, long steps_per_epoch,
                           int lr_linear);
 /* Every rank's resident set (collective; one small all-reduce): a calloc'ed array of world rows of
- * TRAIN_RSS_FIELDS bytes each: the peak so far (getrusage), and now: the whole, the anonymous, the file-backed
+ * TRAIN_RSS_FIELDS bytes each: the peak so far (VmHWM), and now: the whole, the anonymous, the file-backed
  * and the shared-memory pages (/proc/self/status). NULL with baton_last_error set. The peak counts the
  * program's code and libraries (file-backed pages, which vary by a few hundred KiB from run to run with the
  * page cache); when it is reached at the end of the run (peak == now), peak - file is the data's part of it. */

@@ -104,6 +104,9 @@ typedef struct {
     uint64_t net_busy_ns, net_idle_ns, shm_idle_ns;
 } hier_pipe;
 
+/* n rounded up to whole 64-byte cache lines (each piece of the kept scratch starts on one) */
+static size_t line_up(size_t n) { return (n + 63) / 64 * 64; }
+
 static size_t seg_len(const hier_pipe *h, size_t k) {
     size_t off = k * h->seg;
     return h->count - off < h->seg ? h->count - off : h->seg;
@@ -278,9 +281,9 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
      * 10.8-12.7 ms once something bigger had been freed (docs/plan.md, issue 9). A message carries at most
      * one chunk of each of two slices (a shorter segment's slice may be up to 64 bytes longer than the
      * first's: slices start 64-byte aligned). */
-    const size_t line = 64, most = (slice_len(&h, 0) + 64) / (size_t)h.g.n + 1;
-    const size_t part_b = (maxslice * wsz + line - 1) / line * line, fin_b = h.wdt != dt ? (maxslice * esz + line - 1) / line * line : 0;
-    const size_t msg_b = (2 * most * wsz + line - 1) / line * line;
+    const size_t most = (slice_len(&h, 0) + 64) / (size_t)h.g.n + 1;
+    const size_t part_b = line_up(maxslice * wsz), fin_b = h.wdt != dt ? line_up(maxslice * esz) : 0;
+    const size_t msg_b = line_up(2 * most * wsz);
     void *owned = NULL;
     uint8_t *mem = baton__scratch_get(&c->hier_scratch, h.slots * (part_b + fin_b) + 2 * msg_b, &owned);
     int rc = mem ? BATON_OK : baton__fail(BATON_ENOMEM, "allreduce: out of memory for hierarchical slices");

@@ -11,7 +11,7 @@
  *           2 log2 p alpha + 2 (p-1)/p n / beta; with p the largest power of two <= K, a K that is not a power
  *           of two adds a fold-in and a hand-back, 2 (alpha + n / beta)  (src/comm/algo_rd.c)
  *   direct  2 alpha + 2 (K-1)/K n / beta                   (shared memory: each rank reduces its 1/K slice
- *           straight from the others' buffers, then copies the other slices; two barriers)
+ *           straight from the others' buffers, then every rank gets every reduced slice; two barriers)
  *   hier    M nodes of L ranks (src/comm/hier.c). Below 64 KiB the leaders' path: direct inside each node
  *           (intra link), ring across the M node leaders on the whole buffer (inter link), broadcast back
  *           inside the node (alpha_i + n / beta_i). From 64 KiB pipelined over N = ceil(n / 512 KiB) segments

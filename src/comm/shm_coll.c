@@ -88,6 +88,22 @@ static int check_peers(baton_comm *c) {
     return BATON_OK;
 }
 
+/* Collectives with one progress pair instead of staged chunks (the barrier, the zero-copy all-reduce,
+ * reduce_range, the all-gather by cross-memory attach). enter_all takes the pair's number g, posts 3g+1 and
+ * waits until every rank has, then checks that all agree on the collective; leave_all posts 3g+3 and waits
+ * until every rank has (no peer touches this rank's memory any more). */
+static int enter_all(baton_comm *c, uint64_t *g, uint64_t deadline) {
+    *g = c->big_chunks++;
+    post(c, 3 * *g + 1);
+    int rc = wait_all(c, 3 * *g + 1, deadline);
+    return rc == BATON_OK ? check_peers(c) : rc;
+}
+
+static int leave_all(baton_comm *c, uint64_t g, uint64_t deadline) {
+    post(c, 3 * g + 3);
+    return wait_all(c, 3 * g + 3, deadline);
+}
+
 int baton__shm_peer_check(void *ctx, int r) {
     baton_comm *c = ctx;
     const baton_coll_desc *d = c->desc;
@@ -173,11 +189,9 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
     if (!count) return BATON_OK;
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt), block = PUSH_BLOCK_BYTES / esz;
-    uint64_t g = c->big_chunks++;
-    post(c, 3 * g + 1);
+    uint64_t g;
     /* everyone has entered: every input is in place, and no peer still reads a buffer of the last call */
-    int rc = wait_all(c, 3 * g + 1, deadline);
-    if (rc == BATON_OK) rc = check_peers(c);
+    int rc = enter_all(c, &g, deadline);
     if (rc < 0) return rc;
     const void *srcs[BATON_SHM_MAX_LOCAL];
     size_t lo = slice_lo(count, L, me, esz), hi = slice_lo(count, L, me + 1, esz);
@@ -188,9 +202,8 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
         for (int q = 0; q < L; q++)
             if (q != me) memcpy(buf->peer[q] + at, buf->peer[me] + at, n * esz);
     }
-    post(c, 3 * g + 3);
     /* Peers may still be writing their slices into my buffer: it is the caller's again when all are done. */
-    return wait_all(c, 3 * g + 3, deadline);
+    return leave_all(c, g, deadline);
 }
 
 /* ---- cross-memory attach ------------------------------------------------------------------------------
@@ -403,18 +416,16 @@ static int cma_allgather(baton_comm *c, const void *send, void *recv, size_t cou
     uint8_t *out = recv;
     baton_shm_rank *mine = baton__shm_rank_block(c->shm, me);
     atomic_store_explicit(&mine->cma_send, (uint64_t)(uintptr_t)send, memory_order_relaxed);
-    uint64_t g = c->big_chunks++;
-    post(c, 3 * g + 1);   /* my piece is final and its address published */
-    if ((rc = wait_all(c, 3 * g + 1, deadline)) < 0 || (rc = check_peers(c)) < 0) return rc;
+    uint64_t g;
+    if ((rc = enter_all(c, &g, deadline)) < 0) return rc;   /* every piece is final and its address published */
     for (int i = 1; i < L; i++) {   /* start at the next rank: L readers do not all hit rank 0 first */
         int q = (me + i) % L;
         uint64_t from = atomic_load_explicit(&baton__shm_rank_block(c->shm, q)->cma_send, memory_order_relaxed);
         if ((rc = cma_read(c, q, out + (size_t)q * piece, from, piece)) < 0) return rc;
     }
-    post(c, 3 * g + 3);
     /* Peers may still be reading my piece: the send buffer is the caller's again only when all are done
      * (and only then is my own piece copied, in case it overlaps the send buffer without being it). */
-    if ((rc = wait_all(c, 3 * g + 3, deadline)) < 0) return rc;
+    if ((rc = leave_all(c, g, deadline)) < 0) return rc;
     if ((const uint8_t *)send != out + (size_t)me * piece) memmove(out + (size_t)me * piece, send, piece);
     return BATON_OK;
 }
@@ -537,11 +548,9 @@ int baton__shm_ag_slice(baton_comm *c, uint64_t u, const void *slice, void *out,
 }
 
 int baton__shm_barrier(baton_comm *c, uint64_t deadline) {
-    uint64_t g = c->big_chunks++;
-    post(c, 3 * g + 1);
-    int rc = wait_all(c, 3 * g + 1, deadline);
-    if (rc == BATON_OK) rc = check_peers(c);
-    post(c, 3 * g + 3);
+    uint64_t g;
+    int rc = enter_all(c, &g, deadline);
+    post(c, 3 * g + 3);   /* no wait: a barrier touches no memory a peer could still be using */
     return rc;
 }
 
@@ -564,10 +573,8 @@ int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, s
                             baton_op op, int avg_div, uint64_t deadline) {
     int L = c->local_size, me = c->local_rank;
     size_t esz = baton_dtype_size(dt);
-    uint64_t g = c->big_chunks++;
-    post(c, 3 * g + 1);
-    int rc = wait_all(c, 3 * g + 1, deadline);
-    if (rc == BATON_OK) rc = check_peers(c);
+    uint64_t g;
+    int rc = enter_all(c, &g, deadline);
     if (rc < 0) return rc;
     if (hi > lo) {
         const void *srcs[BATON_SHM_MAX_LOCAL];
@@ -575,6 +582,5 @@ int baton__shm_reduce_range(baton_comm *c, baton_shm_buffer *buf, size_t base, s
         for (int q = 0; q < L; q++) srcs[q] = buf->peer[q] + at;
         baton__reduce_n(buf->peer[me] + at, srcs, L, hi - lo, dt, op, avg_div);
     }
-    post(c, 3 * g + 3);
-    return wait_all(c, 3 * g + 3, deadline);
+    return leave_all(c, g, deadline);
 }

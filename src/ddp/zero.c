@@ -256,14 +256,14 @@ int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, flo
     if (rc < 0) return baton__fail_ctx(rc, "zero: the gradient norm: ");
     baton_optim_step(opt, lr);
     if (d->cfg.zero == 0 || d->world == 1) return BATON_OK;
-    uint64_t t0 = baton__now_ns();
+    uint64_t t0 = baton__now_ns(), tg = t0;
     if (d->cfg.trace) {
         /* traced only: a barrier first, so the timeline shows the wait for the slowest rank apart from the
          * gather itself (untraced, the gather's own first wait does both) */
         if ((rc = baton_barrier(d->comm)) < 0) return baton__fail_ctx(rc, "zero: the barrier before the gather: ");
-        baton_trace_span(d->cfg.trace, BATON_TRACK_MAIN, BATON_EV_BARRIER, -1, t0, baton__now_ns());
+        tg = baton__now_ns();
+        baton_trace_span(d->cfg.trace, BATON_TRACK_MAIN, BATON_EV_BARRIER, -1, t0, tg);
     }
-    uint64_t tg = baton__now_ns();
     if ((rc = gather_params(d)) < 0) return baton__fail_ctx(rc, "zero: gathering the updated parameters: ");
     uint64_t t1 = baton__now_ns();
     if (d->cfg.trace) baton_trace_span(d->cfg.trace, BATON_TRACK_MAIN, BATON_EV_ALLGATHER, -1, tg, t1);
