@@ -259,6 +259,20 @@ uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols) 
     return kept_new(t, src, rows, cols, cols);
 }
 
+void baton__feeds_products(baton_tape *t) { t->products_only_next = 1; }
+
+uint16_t *baton__bf16_out(baton_tape *t, const float *src, int rows, int cols, int *only) {
+    int want = t && t->products_only_next && !t->products_only_off && cols <= BATON__ROW_MAX;
+    if (t) t->products_only_next = 0;
+    uint16_t *d = baton__bf16_slot(t, src, rows, cols);
+    *only = d && want;
+    if (*only) {
+        t->kept[t->n_kept - 1].only = 1;
+        t->bf16_only_outputs++;
+    }
+    return d;
+}
+
 uint16_t *baton__grad_slot(baton_tape *t, baton_tensor *x, float beta) {
     int act = 0, op;
     if (beta != 0.0f || !t || t->gemm != BATON_GEMM_ONEDNN_BF16 || x->ndim != 2 || !baton__sole_use(t, x)) return NULL;
@@ -274,7 +288,7 @@ int baton__kept_stale(baton_tape *t) {
     int bad = 0;
     for (int i = 0; i < t->n_kept; i++) {
         const struct baton__kept_bf16 *e = &t->kept[i];
-        for (int r = 0; r < e->rows; r++)
+        for (int r = 0; r < e->rows && !e->only; r++)
             for (int j = 0; j < e->cols; j++)
                 if (e->bf[(size_t)r * e->cols + j] != to_bf16(e->src[(size_t)r * e->ld + j])) {
                     bad++;

@@ -114,16 +114,23 @@ baton_tensor *baton_gpt_forward(baton_gpt *g, baton_tape *t, const int32_t *ids,
     for (int l = 0; l < c->layers; l++) {
         int k = 2 + l * P_BLOCK;
 #define W(i) baton_params_tensor(p, k + (i))
+        /* baton__feeds_products: the next op's output is read only by the linear layer after it (or the head),
+         * so under bf16 products it is written as its bf16 copy only (nn_impl.h) */
+        baton__feeds_products(t);
         baton_tensor *h = baton_layernorm(t, x, W(P_LN1W), W(P_LN1B), 1e-5f);
         h = baton_linear(t, h, W(P_QKVW), W(P_QKVB), BATON_ACT_NONE);          /* (M, 3C) */
+        baton__feeds_products(t);
         h = baton_attention(t, h, b, c->heads);                                  /* (M, C) */
         x = baton_add(t, x, baton_linear(t, h, W(P_PROJW), W(P_PROJB), BATON_ACT_NONE));
+        baton__feeds_products(t);
         h = baton_layernorm(t, x, W(P_LN2W), W(P_LN2B), 1e-5f);
+        baton__feeds_products(t);
         h = baton_linear(t, h, W(P_FCW), W(P_FCB), BATON_ACT_GELU);             /* (M, 4C) */
         x = baton_add(t, x, baton_linear(t, h, W(P_FC2W), W(P_FC2B), BATON_ACT_NONE));
 #undef W
     }
     int k = 2 + c->layers * P_BLOCK;
+    baton__feeds_products(t);
     x = baton_layernorm(t, x, baton_params_tensor(p, k), baton_params_tensor(p, k + 1), 1e-5f);
     return baton_matmul(t, x, baton_params_tensor(p, 0), 1);                    /* (M, V), tied head */
 }

@@ -83,6 +83,9 @@ struct baton_tape {
     int n_kept;
     unsigned kept_stamp;             /* the stamp the kept copies belong to */
     size_t kept_conversions;         /* operand conversions so far (tests) */
+    int products_only_next;          /* baton__feeds_products: the next op's output feeds bf16 products only */
+    int products_only_off;           /* tests: write the f32 outputs anyway (the bits must not change) */
+    size_t bf16_only_outputs;        /* outputs written as bf16 copies only, so far (tests) */
 };
 
 void *baton__arena_alloc(baton_tape *t, size_t bytes);       /* aborts on out-of-memory */
@@ -133,6 +136,16 @@ float baton__bf16_round(float f);
  * then skip the separate conversion pass. NULL (nothing to fill) unless the tape runs bf16 products. src must not
  * change after it is filled until the tape's next reset. */
 uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols);
+/* bf16-only outputs. A model that knows an op's output is read by bf16 products only (the GPT: layer norms,
+ * attention and the GELU layer feed linear layers or the tied head, whose forward and backward find the kept copy
+ * and never read the f32 tensor) calls baton__feeds_products(t) right before that op. The op then asks
+ * baton__bf16_out for its slot: *only = 1 when the products run in bf16 and a slot exists (the flag is consumed
+ * either way), and the op writes the bf16 copy and not the f32 data, which stays undefined until the tape's next
+ * reset (about 270 MB of f32 stores a step less for the 6 x 384 GPT at batch 16). Rows longer than
+ * BATON__ROW_MAX are never bf16-only (the ops stage a row on the stack). Without the flag, baton__bf16_slot. */
+enum { BATON__ROW_MAX = 4096 };
+void baton__feeds_products(baton_tape *t);
+uint16_t *baton__bf16_out(baton_tape *t, const float *src, int rows, int cols, int *only);
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n);
 /* The slot for x's gradient when the op about to write it gives its final value (beta 0 and x used by that op
  * only) and x is the output of a linear layer without activation or of a matmul, whose backward reads that
@@ -142,8 +155,10 @@ struct baton__kept_bf16 {   /* an operand's kept copy */
     const float *src;
     int rows, cols, ld;   /* the stored matrix */
     uint16_t *bf;         /* its compact bf16 copy, in the tape's arena */
+    int only;             /* src was not written (a bf16-only output): the copy is the value */
 };
-int baton__kept_stale(baton_tape *t);   /* tests: kept copies that differ from their source rounded now */
+int baton__kept_stale(baton_tape *t);   /* tests: kept copies that differ from their source rounded now (bf16-only
+                                         * outputs, whose source is undefined, are skipped) */
 void baton__gemm_threads(int threads);       /* oneDNN's OpenMP threads */
 void baton__tape_gemm_free(baton_tape *t);   /* the tape's bf16 caches */
 

@@ -68,9 +68,10 @@ void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
  * multiply-adds. Entries of a block above the diagonal are computed and then zeroed by the softmax rows. */
 enum { ATT_RB = 64 };
 
-/* One (sequence, head): P (T,T) and Y (T,D) from the strided views q, k, v (row stride ld) into y (row stride c). */
+/* One (sequence, head): P (T,T) and Y (T,D) from the strided views q, k, v (row stride ld; K and V c columns
+ * right of Q) into y (row stride ldy). */
 static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float scale, const float *q, float *p,
-                     float *y) {
+                     float *y, int ldy) {
     const float *k = q + c, *v = q + 2 * c;
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {
         int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
@@ -78,7 +79,7 @@ static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
         baton_gemm(be, 0, 1, rb, r1, d, q + (size_t)r0 * ld, ld, k, ld, 0.0f, pr, tt);   /* S[r0:r1, :r1] = Q K^T */
         /* mask j > i; zeros up to the block's last column only: no product reads a row past it */
         for (int i = r0; i < r1; i++) baton__softmax_row(p + (size_t)i * tt, i + 1, r1, scale);
-        baton_gemm(be, 0, 0, rb, d, r1, pr, tt, v, ld, 0.0f, y + (size_t)r0 * c, c);   /* Y[r0:r1] = P[., :r1] V */
+        baton_gemm(be, 0, 0, rb, d, r1, pr, tt, v, ld, 0.0f, y + (size_t)r0 * ldy, ldy);   /* Y[r0:r1] = P[., :r1] V */
     }
 }
 
@@ -103,17 +104,21 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
     size_t tsq = (size_t)tt * tt;
     /* training: P for every (b,h); evaluation: one P per thread, reused */
     float *p_all = baton__arena_alloc(t, (rg ? (size_t)b * h : (size_t)nthr) * tsq * sizeof(float));
-    /* the output is the projection's input: under bf16 each head writes its block's rounded copy */
-    uint16_t *bf = baton__bf16_slot(t, y->data, b * tt, c);
+    /* the output is the projection's input: under bf16 each head writes its block's rounded copy; when the output
+     * feeds products only (baton__feeds_products), a head's Y goes to a per-thread (T,D) buffer, not to y */
+    int only = 0;
+    uint16_t *bf = baton__bf16_out(t, y->data, b * tt, c, &only);
+    float *ybuf = only ? baton__arena_alloc(t, (size_t)nthr * tt * d * sizeof(float)) : NULL;
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
     for (int bh = 0; bh < b * h; bh++) {
-        int bi = bh / h, hi = bh % h;
-        float *p = p_all + (rg ? (size_t)bh : (size_t)omp_get_thread_num()) * tsq;
+        int bi = bh / h, hi = bh % h, th = omp_get_thread_num();
+        float *p = p_all + (rg ? (size_t)bh : (size_t)th) * tsq;
         size_t yo = (size_t)bi * tt * c + (size_t)hi * d;
-        head_fwd(attn_backend(t), tt, d, ld, c, scale, qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, p,
-                 y->data + yo);
+        float *yh = only ? ybuf + (size_t)th * tt * d : y->data + yo;
+        int ldy = only ? d : c;
+        head_fwd(attn_backend(t), tt, d, ld, c, scale, qkv->data + (size_t)bi * tt * ld + (size_t)hi * d, p, yh, ldy);
         if (bf)
-            for (int i = 0; i < tt; i++) baton__row_to_bf16(bf + yo + (size_t)i * c, y->data + yo + (size_t)i * c, d);
+            for (int i = 0; i < tt; i++) baton__row_to_bf16(bf + yo + (size_t)i * c, yh + (size_t)i * ldy, d);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
     nd->in[0] = qkv;

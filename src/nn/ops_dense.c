@@ -161,23 +161,28 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     if (b) BATON_ASSERT(b->n == (size_t)n);
     baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w) || baton__needs_grad(b));
     baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
+    /* a GELU layer's output is the next linear layer's input (the MLP): under bf16 its rounded copy is written
+     * here. When it feeds products only (baton__feeds_products), the copy is all that is written: the activation
+     * goes through a row on the stack, and y's data keeps the pre-activation (product + bias) that the backward
+     * needs, so no separate buffer is written either. */
+    int only = 0;
+    uint16_t *bf = act == BATON_ACT_GELU ? baton__bf16_out(t, y->data, m, n, &only) : NULL;
     float *pre = NULL;
-    if (act == BATON_ACT_GELU && y->grad) pre = baton__arena_alloc(t, y->n * sizeof(float));
-    /* a GELU layer's output is the next linear layer's input (the MLP): under bf16 its rounded copy is written here */
-    uint16_t *bf = act == BATON_ACT_GELU ? baton__bf16_slot(t, y->data, m, n) : NULL;
+    if (act == BATON_ACT_GELU && y->grad) pre = only ? y->data : baton__arena_alloc(t, y->n * sizeof(float));
+    if (act != BATON_ACT_GELU) t->products_only_next = 0;
 #pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {   /* one pass: bias + activation (+ the bf16 copy) */
-        float *row = y->data + (size_t)i * n;
+        float *row = y->data + (size_t)i * n, stage[only ? n : 1], *out = only ? stage : row;
         const float *bb = b ? b->data : NULL;
         switch (act) {
         case BATON_ACT_NONE:
         case BATON_ACT_RELU: baton__bias_act_rows(row, bb, 1, n, act == BATON_ACT_RELU); break;
-        case BATON_ACT_GELU: baton__gelu_fwd(row, pre ? pre + (size_t)i * n : NULL, row, bb, 1, n); break;
+        case BATON_ACT_GELU: baton__gelu_fwd(out, pre ? pre + (size_t)i * n : NULL, row, bb, 1, n); break;
         case BATON_ACT_TANH:
             for (int j = 0; j < n; j++) row[j] = tanhf(row[j] + (bb ? bb[j] : 0.0f));
             break;
         }
-        if (bf) baton__row_to_bf16(bf + (size_t)i * n, row, n);
+        if (bf) baton__row_to_bf16(bf + (size_t)i * n, out, n);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_LINEAR);
     nd->in[0] = x;
@@ -326,13 +331,15 @@ baton_tensor *baton_layernorm(baton_tape *t, baton_tensor *x, baton_tensor *gamm
     baton_tensor *y = baton__tensor_new(t, x->ndim, x->shape,
                                         baton__needs_grad(x) || baton__needs_grad(gamma) || baton__needs_grad(beta));
     float *stats = baton__arena_alloc(t, 2 * m * sizeof(float));   /* mean, rstd per row */
-    /* a layer norm's output is a linear layer's input in the GPT: under bf16 its rounded copy is written here */
-    uint16_t *bf = y->ndim == 2 ? baton__bf16_slot(t, y->data, (int)m, c) : NULL;
+    /* a layer norm's output is a linear layer's input in the GPT: under bf16 its rounded copy is written here,
+     * and only that copy when the model said the output feeds products only (each row staged on the stack) */
+    int only = 0;
+    uint16_t *bf = baton__bf16_out(t, y->data, y->ndim == 2 ? (int)m : 0, c, &only);
 #pragma omp parallel for schedule(static) if (x->n >= BATON__PAR_MIN)
     for (size_t i = 0; i < m; i++) {
-        baton__ln_fwd_row(y->data + i * c, x->data + i * c, gamma->data, beta->data, c, eps, &stats[2 * i],
-                          &stats[2 * i + 1]);
-        if (bf) baton__row_to_bf16(bf + i * c, y->data + i * c, c);
+        float row[only ? c : 1], *yr = only ? row : y->data + i * c;
+        baton__ln_fwd_row(yr, x->data + i * c, gamma->data, beta->data, c, eps, &stats[2 * i], &stats[2 * i + 1]);
+        if (bf) baton__row_to_bf16(bf + i * c, yr, c);
     }
     baton_node *nd = baton__tape_push(t, BATON__OP_LAYERNORM);
     nd->in[0] = x;
