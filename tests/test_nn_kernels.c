@@ -334,3 +334,32 @@ TEST(sumsq_and_scale_do_not_depend_on_the_thread_count) {
     }
     free(x), free(y);
 }
+
+/* The bias gradient's column sums run in blocks of 64 columns over the threads: every column's rows are added in
+ * order, so the bits are a serial float loop's, for 1 and 2 threads, beta 0 and 1, widths with a partial block and
+ * a tail that is not a whole vector, and sizes below the threading threshold. */
+TEST(colsum_matches_the_serial_sum_for_any_thread_count) {
+    static const int shapes[][2] = {{400, 1003}, {4096, 96}, {64, 1536}, {7, 5}};
+    baton_rng r;
+    baton_rng_seed(&r, 21);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], n = shapes[s][1];
+        float *g = malloc((size_t)m * n * sizeof *g), *want = malloc((size_t)n * sizeof *want);
+        float *db = malloc((size_t)n * sizeof *db);
+        fill(g, m * n, &r, 1.0f);
+        for (int beta = 0; beta <= 1; beta++)
+            for (int thr = 1; thr <= 2; thr++) {
+                for (int j = 0; j < n; j++) {
+                    volatile float acc = beta ? 0.25f * (float)j : 0.0f;
+                    for (int i = 0; i < m; i++) acc += g[(size_t)i * n + j];
+                    want[j] = acc;
+                    db[j] = beta ? 0.25f * (float)j : 12345.0f;
+                }
+                baton_set_threads(thr);
+                baton__colsum(db, g, m, n, beta ? 1.0f : 0.0f);
+                ASSERT_TRUE(!memcmp(db, want, (size_t)n * sizeof *db));
+            }
+        free(g), free(want), free(db);
+    }
+    baton_set_threads(1);
+}
