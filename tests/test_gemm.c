@@ -214,14 +214,21 @@ static void windows(int32_t *w, int b, int tl, int off) {
         for (int j = 0; j <= tl; j++) w[i * (tl + 1) + j] = (unsigned char)text[(off + i * 13 + j) % (sizeof text - 1)];
 }
 
-TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
+/* The 2-layer GPT of the bf16 tests, or NULL (skipped) on a CPU without bf16 */
+static baton_gpt *small_bf16_gpt(void) {
     if (!baton_gemm_bf16_available()) {
         printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
-        return;
+        return NULL;
     }
     baton_gpt *g;
     baton_gpt_config c = {.vocab = 256, .context = 16, .layers = 2, .heads = 2, .dim = 32};
     ASSERT_OK(baton_gpt_new(&g, &c, 5));
+    return g;
+}
+
+TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
+    baton_gpt *g = small_bf16_gpt();
+    if (!g) return;
     baton_params *p = baton_gpt_params(g);
     baton_tape *t = baton_tape_new(p, 1);
     ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
@@ -374,13 +381,8 @@ static void gpt_step_bf16(baton_gpt *g, int only_off, int poison, float *loss_ou
 }
 
 TEST(bf16_only_outputs_change_no_bit) {
-    if (!baton_gemm_bf16_available()) {
-        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
-        return;
-    }
-    baton_gpt *g;
-    baton_gpt_config c = {.vocab = 256, .context = 16, .layers = 2, .heads = 2, .dim = 32};
-    ASSERT_OK(baton_gpt_new(&g, &c, 5));
+    baton_gpt *g = small_bf16_gpt();
+    if (!g) return;
     size_t np = 0;
     for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) np += baton_params_tensor(baton_gpt_params(g), i)->n;
     float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), *gc = malloc(np * sizeof(float)), la, lb, lc;
