@@ -63,6 +63,7 @@ void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, i
     baton_ddp_get_memory(ddp, opt, &m);
     cJSON_AddNumberToObject(j, "zero", zero);
     cJSON_AddNumberToObject(j, "param_bytes", (double)m.param_bytes);
+    cJSON_AddBoolToObject(j, "params_shared", m.params_shared);
     cJSON_AddNumberToObject(j, "grad_bytes", (double)m.grad_bytes);
     cJSON_AddNumberToObject(j, "grad_reduced_bytes", (double)m.grad_reduced_bytes);
     cJSON_AddNumberToObject(j, "grad_staging_bytes", (double)m.grad_staging_bytes);
@@ -82,8 +83,9 @@ void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_
     baton_ddp_memory m;
     baton_ddp_get_memory(ddp, opt, &m);
     const double mib = 1.0 / 1048576.0;
-    train_summary_add(sum, "memory", "per rank (ZeRO-%d): parameters %.1f MiB, gradients %.1f MiB (reduced, kept: %.1f; "
+    train_summary_add(sum, "memory", "per rank (ZeRO-%d): parameters %.1f MiB%s, gradients %.1f MiB (reduced, kept: %.1f; "
                       "staging: %.1f), optimizer %.1f MiB; peak RSS %.1f MiB (rank 0)", zero, (double)m.param_bytes * mib,
+                      m.params_shared ? " (one copy the node's ranks share)" : "",
                       (double)m.grad_bytes * mib, (double)m.grad_reduced_bytes * mib, (double)m.grad_staging_bytes * mib,
                       (double)m.optim_bytes * mib, (double)train_peak_rss_bytes() * mib);
 }

@@ -62,6 +62,7 @@ struct baton_params {
     baton_param_info *info;   /* count views */
     baton_tensor *tensors;    /* count tensors viewing the slabs */
     float *data;              /* slab of numel floats, 64-byte aligned */
+    float *own_data;          /* the value slab allocated here, or NULL while a caller lends it */
     float *grad;              /* the gradients held: slab elements [grad_lo, grad_hi), grad[0] is element grad_lo */
     size_t grad_lo, grad_hi;  /* [0, numel) unless baton_params_shard_grads narrowed it */
     size_t numel;
@@ -102,7 +103,7 @@ int baton_params_new(baton_params **out, const baton_param_info *infos, int coun
     }
     p->numel = off;
     p->grad_hi = off;
-    p->data = aligned_alloc(64, off * sizeof(float));
+    p->data = p->own_data = aligned_alloc(64, off * sizeof(float));
     p->grad = p->own_grad = aligned_alloc(64, off * sizeof(float));
     if (!p->data || !p->grad) {
         baton_params_free(p);
@@ -129,7 +130,7 @@ void baton_params_free(baton_params *p) {
     if (!p) return;
     free(p->info);
     free(p->tensors);
-    free(p->data);
+    free(p->own_data);
     free(p->own_grad);
     free(p);
 }
@@ -188,6 +189,27 @@ int baton_params_set_grad_slab(baton_params *p, float *slab) {
     point_views(p);
     if (!was_whole)   /* the views' gradients were elsewhere (staging): they hold nothing now */
         for (int i = 0; i < p->count; i++) p->tensors[i].grad_full = 1;
+    return BATON_OK;
+}
+
+int baton_params_set_data_slab(baton_params *p, float *slab, size_t lo, size_t hi) {
+    if (slab && ((uintptr_t)slab & 63) != 0)
+        return baton__fail(BATON_EINVAL, "params: a value slab must be 64-byte aligned (got %p)", (void *)slab);
+    if (slab && (lo > hi || hi > p->numel))
+        return baton__fail(BATON_EINVAL, "params: range [%zu, %zu) is not inside the %zu-element slab", lo, hi, p->numel);
+    if (slab == p->data || (!slab && p->data == p->own_data)) return BATON_OK;
+    float *to = slab;
+    if (!to) {
+        to = aligned_alloc(64, p->numel * sizeof(float));
+        if (!to) return baton__fail(BATON_ENOMEM, "params: out of memory for the %zu-float value slab", p->numel);
+        lo = 0;
+        hi = p->numel;
+    }
+    memcpy(to + lo, p->data + lo, (hi - lo) * sizeof(float));
+    if (p->own_data && p->own_data != to) free(p->own_data);
+    p->own_data = slab ? NULL : to;
+    p->data = to;
+    for (int i = 0; i < p->count; i++) p->tensors[i].data = p->data + p->info[i].offset;
     return BATON_OK;
 }
 
