@@ -39,7 +39,7 @@ cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)   # every proces
 # at the end (else -1: the split of the peak is not known)
 peak, now, fil = j["peak_rss_bytes_per_rank"], j["rss_bytes_per_rank"], j["rss_file_bytes_per_rank"]
 print(j["step_ms"], j["optim_bytes"], j["grad_bytes"], j["params"], j["param_bytes"], cpu, j["step_ms_after_first"],
-      *peak, *[f if p == n else -1 for p, n, f in zip(peak, now, fil)])
+      *peak, *[f if p == n else -1 for p, n, f in zip(peak, now, fil)], *j["pss_bytes_per_rank"])
 PY
 }
 for r in $(seq 1 "$REPS"); do
@@ -62,7 +62,7 @@ for z in range(3):
     runs[z] = [r[6] for r in rows]
 rows0 = allrows[0]
 M = 1048576.0
-ranks = (len(med[0]) - 7) // 2
+ranks = (len(med[0]) - 7) // 3
 print("| ZeRO | ms a step after the first (median; runs) | vs plain | all steps (median) | CPU s per run (all processes) | optimizer MiB/rank | gradients MiB/rank | "
       + " | ".join("peak RSS MiB rank %d (saved)" % r for r in range(ranks)) + " |")
 print("|" + " --- |" * (7 + ranks))
@@ -107,6 +107,14 @@ for r in range(ranks):
         print("       the same without the program's file-backed pages (code and libraries; %d and %d runs), to the "
               "page (2 x 4 KiB): %s (%.1f MiB lower, margin %+.1f KiB)" % (len(data[0]), len(data[1]),
               ok(dsaved >= sharded - 2 * 4096), dsaved / M, (dsaved - sharded) / 1024))
+# the proportional set at the end of the run (Pss: shared pages divided among the processes that map them), the
+# node's memory per rank: on one node ZeRO's ranks share one parameter slab, which the resident set counts whole
+params = med[0][4]
+for r in range(ranks):
+    psaved = med[0][7 + 2 * ranks + r] - med[1][7 + 2 * ranks + r]
+    want = sharded + params * (ranks - 1) / ranks
+    print("       ZeRO-1 proportional set (PSS) of rank %d at the end: %.1f MiB lower (the optimizer state plus %d/%d of "
+          "the %.1f MiB of parameters the node's ranks share: %.1f MiB)" % (r, psaved / M, ranks - 1, ranks, params / M, want / M))
 print("floor: ZeRO-2 step within 15 %% of plain: %s (%+.1f %%)" % (ok(d2 <= 0.15), 100 * d2))
 print("floor: baton plan memory within 5 %% of the run: %s (worst %.2f %%)" % (ok(worst <= 0.05), 100 * worst))
 PY

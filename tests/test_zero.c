@@ -211,7 +211,8 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
      * ru_maxrss, which the summary used to report, lags it: the kernel raises that mark only when pages are
      * unmapped), the resident set is its anonymous, file-backed and shared-memory parts, and stage 1 holds
      * fewer anonymous pages than plain DP by at least the optimizer state it sheds (to 1 %: the program's
-     * code and libraries, whose resident pages vary with the page cache, are not anonymous). */
+     * code and libraries, whose resident pages vary with the page cache, are not anonymous), and a smaller
+     * proportional set by that plus the parameters the node's ranks now share. */
     double shed = th_jnum(j[0], "optim_bytes") - th_jnum(j[1], "optim_bytes");
     for (int r = 0; r < 4; r++) {
         for (int z = 0; z < 3; z++) {
@@ -224,6 +225,12 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
         if (!(anon_saved >= 0.99 * shed))
             th_fail(__FILE__, __LINE__, "rank %d: ZeRO-1 holds %.0f KiB fewer anonymous pages, less than the %.0f KiB "
                     "of optimizer state it sheds", r, anon_saved / 1024, shed / 1024);
+        /* the proportional set also drops by three quarters of the parameters: the node's 4 ranks share one slab */
+        double pss_saved = th_jarr(j[0], "pss_bytes_per_rank", r) - th_jarr(j[1], "pss_bytes_per_rank", r);
+        if (!(pss_saved >= 0.99 * (shed + 0.75 * params)))
+            th_fail(__FILE__, __LINE__, "rank %d: ZeRO-1's proportional set is %.0f KiB below plain DP's, less than the "
+                    "%.0f KiB of optimizer state plus 3/4 of the parameters", r, pss_saved / 1024,
+                    (shed + 0.75 * params) / 1024);
     }
     fprintf(stderr, "  gradients per rank: %.1f MiB plain, %.1f MiB ZeRO-2 (shard %.1f + staging %.1f); peak RSS %.0f / %.0f / "
             "%.0f MiB\n", params / 1048576, th_jnum(j[2], "grad_bytes") / 1048576, th_jnum(j[2], "grad_reduced_bytes") / 1048576,
