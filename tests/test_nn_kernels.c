@@ -363,3 +363,35 @@ TEST(colsum_matches_the_serial_sum_for_any_thread_count) {
     }
     baton_set_threads(1);
 }
+
+/* The fused linear layer saves GELU's derivative in the forward (baton__gelu_fwd_d) and its backward multiplies:
+ * the activation and dy * derivative must be the bits of baton__gelu_fwd and baton__gelu_bwd, at every size and
+ * instruction set, also with the derivative written over the input. */
+TEST(gelu_saved_derivative_gives_the_backward_bits) {
+    baton_rng r;
+    baton_rng_seed(&r, 31);
+    for (int lv = 1; lv >= 0; lv--) {
+        baton__kernels_set_level(lv);
+        for (int s = 0; s < NSIZES; s++) {
+            int n = sizes[s], m = 3;
+            float *x = malloc((size_t)m * n * sizeof *x), *b = malloc((size_t)n * sizeof *b);
+            float *y = malloc((size_t)m * n * sizeof *y), *pre = malloc((size_t)m * n * sizeof *pre);
+            float *y2 = malloc((size_t)m * n * sizeof *y2), *d = malloc((size_t)m * n * sizeof *d);
+            float *dy = malloc((size_t)m * n * sizeof *dy), *dx = malloc((size_t)m * n * sizeof *dx);
+            fill(x, m * n, &r, 3.0f);
+            fill(b, n, &r, 1.0f);
+            fill(dy, m * n, &r, 1.0f);
+            baton__gelu_fwd(y, pre, x, b, m, n);
+            baton__gelu_bwd(dx, dy, pre, (size_t)m * n, 0.0f);
+            memcpy(d, x, (size_t)m * n * sizeof *d);
+            baton__gelu_fwd_d(y2, d, d, b, m, n);   /* in place over the input, as the bf16-only path does */
+            ASSERT_TRUE(!memcmp(y, y2, (size_t)m * n * sizeof *y));
+            for (int i = 0; i < m * n; i++) {
+                float g = dy[i] * d[i];
+                ASSERT_TRUE(!memcmp(&g, &dx[i], sizeof g));
+            }
+            free(x), free(b), free(y), free(pre), free(y2), free(d), free(dy), free(dx);
+        }
+    }
+    baton__kernels_set_level(-1);
+}

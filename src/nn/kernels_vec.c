@@ -129,6 +129,9 @@ int baton__kernels_set_level(int max) {
 void baton__gelu_fwd(float *y, float *pre, const float *x, const float *b, int m, int n) {
     DISPATCH(gelu_fwd, (y, pre, x, b, m, n))
 }
+void baton__gelu_fwd_d(float *y, float *d, const float *x, const float *b, int m, int n) {
+    DISPATCH(gelu_fwd_d, (y, d, x, b, m, n))
+}
 void baton__gelu_bwd(float *dx, const float *dy, const float *pre, size_t n, float beta) {
     DISPATCH(gelu_bwd, (dx, dy, pre, n, beta))
 }

@@ -179,6 +179,8 @@ void baton__relu_bwd(float *dx, const float *dy, const float *x, size_t n, float
 /* The transformer's row kernels with a vectorized exp and erfc (kernels_vec.c; contracts there). */
 void baton__gelu_fwd(float *y, float *pre, const float *x, const float *b, int m, int n);
 void baton__gelu_bwd(float *dx, const float *dy, const float *pre, size_t n, float beta);
+/* gelu(x + b) into y and its derivative into d (d may alias x): dy * d equals baton__gelu_bwd's result bit for bit */
+void baton__gelu_fwd_d(float *y, float *d, const float *x, const float *b, int m, int n);
 float baton__row_max(const float *x, int n);
 float baton__exp_sum(float *out, const float *x, int n, float scale, float shift);
 void baton__softmax_row(float *row, int len, int tt, float scale);

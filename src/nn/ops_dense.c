@@ -110,9 +110,9 @@ baton_tensor *baton_relu(baton_tape *t, baton_tensor *x) { return act_forward(t,
 baton_tensor *baton_gelu(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_GELU); }
 baton_tensor *baton_tanh(baton_tape *t, baton_tensor *x) { return act_forward(t, x, BATON__OP_TANH); }
 
-/* g (n) *= act'(.) given the activation's output y and input pre (pre only needed for GELU); bf (NULL or n): g's
- * final values rounded to bf16 */
-static void act_backward_inplace(int act, float *g, const float *y, const float *pre, size_t n, uint16_t *bf) {
+/* g (n) *= act'(.) given the activation's output y (ReLU, tanh) or GELU's derivative dg saved by the forward;
+ * bf (NULL or n): g's final values rounded to bf16 */
+static void act_backward_inplace(int act, float *g, const float *y, const float *dg, size_t n, uint16_t *bf) {
     switch (act) {
     case BATON_ACT_RELU: baton__relu_mask(g, y, n); break;
     case BATON_ACT_TANH:
@@ -123,7 +123,7 @@ static void act_backward_inplace(int act, float *g, const float *y, const float 
 #pragma omp parallel for schedule(static) if (n >= BATON__PAR_MIN)
         for (size_t i = 0; i < n; i += CH) {
             int len = n - i < CH ? (int)(n - i) : CH;
-            baton__gelu_bwd(g + i, g + i, pre + i, (size_t)len, 0.0f);
+            for (size_t j = i; j < i + (size_t)len; j++) g[j] *= dg[j];
             if (bf) baton__row_to_bf16(bf + i, g + i, len);
         }
         break;
@@ -163,12 +163,13 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
     /* a GELU layer's output is the next linear layer's input (the MLP): under bf16 its rounded copy is written
      * here. When it feeds products only (baton__feeds_products), the copy is all that is written: the activation
-     * goes through a row on the stack, and y's data keeps the pre-activation (product + bias) that the backward
-     * needs, so no separate buffer is written either. */
+     * goes through a row on the stack, and y's data takes the derivative the backward needs, so no separate
+     * buffer is written either. Training saves GELU's derivative (not the pre-activation): the backward is then a
+     * product, the same bits as evaluating the derivative there. */
     int only = 0;
     uint16_t *bf = act == BATON_ACT_GELU ? baton__bf16_out(t, y->data, m, n, &only) : NULL;
-    float *pre = NULL;
-    if (act == BATON_ACT_GELU && y->grad) pre = only ? y->data : baton__arena_alloc(t, y->n * sizeof(float));
+    float *dg = NULL;
+    if (act == BATON_ACT_GELU && y->grad) dg = only ? y->data : baton__arena_alloc(t, y->n * sizeof(float));
     if (act != BATON_ACT_GELU) t->products_only_next = 0;
 #pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
     for (int i = 0; i < m; i++) {   /* one pass: bias + activation (+ the bf16 copy) */
@@ -177,7 +178,10 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
         switch (act) {
         case BATON_ACT_NONE:
         case BATON_ACT_RELU: baton__bias_act_rows(row, bb, 1, n, act == BATON_ACT_RELU); break;
-        case BATON_ACT_GELU: baton__gelu_fwd(out, pre ? pre + (size_t)i * n : NULL, row, bb, 1, n); break;
+        case BATON_ACT_GELU:
+            if (dg) baton__gelu_fwd_d(out, dg + (size_t)i * n, row, bb, 1, n);
+            else baton__gelu_fwd(out, NULL, row, bb, 1, n);
+            break;
         case BATON_ACT_TANH:
             for (int j = 0; j < n; j++) row[j] = tanhf(row[j] + (bb ? bb[j] : 0.0f));
             break;
@@ -189,7 +193,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     nd->in[1] = w;
     nd->in[2] = b;
     nd->out = y;
-    nd->saved = pre;
+    nd->saved = dg;
     nd->iarg[0] = act;
     return y;
 }
