@@ -195,7 +195,7 @@ static const char *close_tuning(void) {
 }
 
 /* The algo column (rank 0's algorithm) of a tcp bench following close_tuning, sizes 8 B to 32 KiB (x64),
- * every element checked; 12 warm-up calls per size, so a size's probe calls (2 x (1 + 5)) are over before
+ * every element checked; 12 warm-up calls per size, so a size's probe calls (2 x 5 at most) are over before
  * the timed one. */
 static void close_algos(const char *env, char *out, size_t n) {
     char cmd[2048];

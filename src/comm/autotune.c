@@ -15,10 +15,11 @@
  *
  * Online confirmation (BATON_TUNING_PROBE, default 0.25): where candidates are predicted within that fraction
  * of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
- * this machine, docs/plan.md), so the size's first calls run each of them in turn: one untimed call each, then
- * `per` timed calls each (fewer for long calls), the order reversed every round. After the last one every rank
- * contributes its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the
- * same algorithm: the fastest median, or the model's choice unless another is at least PROBE_CLEAR faster. */
+ * this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
+ * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
+ * its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the same
+ * algorithm: the one with the smallest lower median (of 2 calls the faster: a stall or a first call's page
+ * faults only add time), the model's choice unless another is at least PROBE_CLEAR faster. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +186,8 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
 }
 
 /* Probing: timed calls per candidate are at most BATON_AUTOTUNE_PROBE_MAX, and fewer where a call is long
- * (about PROBE_BUDGET_S of timed calls per candidate, at least one); a measured candidate replaces the
- * model's choice only when its median is at least PROBE_CLEAR below the model choice's. */
+ * (about PROBE_BUDGET_S of timed calls per candidate, at least two); a measured candidate replaces the
+ * model's choice only when its lower median is at least PROBE_CLEAR below the model choice's. */
 #define PROBE_BUDGET_S 0.02
 #define PROBE_CLEAR 0.03
 
@@ -239,7 +240,7 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
         return best;
     }
     double per = PROBE_BUDGET_S / best_s;
-    sl->per = (unsigned char)(per >= BATON_AUTOTUNE_PROBE_MAX ? BATON_AUTOTUNE_PROBE_MAX : per < 1 ? 1 : (int)per);
+    sl->per = (unsigned char)(per >= BATON_AUTOTUNE_PROBE_MAX ? BATON_AUTOTUNE_PROBE_MAX : per < 2 ? 2 : (int)per);
     c->tune_probe = (int)slot + 1;
     return (baton_algo)sl->cand[probe_cand(sl, 0)];
 }
@@ -257,12 +258,22 @@ static double probe_penalty(const baton_comm *c, baton_algo a) {
     return us * 1e-6;
 }
 
+/* The lower median of v[0..n) (sorts v): of two values the smaller. */
+static double lower_median(double *v, int n) {
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1], v[b - 1] = t;
+        }
+    return v[(n - 1) / 2];
+}
+
 int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     baton_tune_slot *sl = &c->tune_cache[c->tune_probe - 1];
     c->tune_probe = 0;
-    int i = sl->next++, r = i / sl->ncand, k = probe_cand(sl, i);
-    if (r >= 1) sl->t[k][r - 1] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
-    if (sl->next < sl->ncand * (sl->per + 1)) return BATON_OK;
+    int i = sl->next++, k = probe_cand(sl, i);
+    sl->t[k][i / sl->ncand] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
+    if (sl->next < sl->ncand * sl->per) return BATON_OK;
     /* every rank's times, reduced to the slowest rank's per call: the same numbers everywhere */
     double v[3 * BATON_AUTOTUNE_PROBE_MAX], vmax[3 * BATON_AUTOTUNE_PROBE_MAX];
     int nv = sl->ncand * sl->per;
@@ -278,7 +289,7 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     double med[3] = {0, 0, 0};
     int best = 0;
     for (int q = 0; q < sl->ncand; q++) {
-        med[q] = baton__median(vmax + q * sl->per, (size_t)sl->per);
+        med[q] = lower_median(vmax + q * sl->per, sl->per);
         if (med[q] < med[best]) best = q;
     }
     if (med[best] > (1 - PROBE_CLEAR) * med[0]) best = 0;
