@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/model.h"
 #include "harness.h"
@@ -495,6 +496,27 @@ TEST_T(auto_moves_off_the_fixed_rule_only_for_a_clear_win, 120) {
     ASSERT_STR_EQ(algos, "ring,ring,ring,ring");
 }
 
+/* `plan allreduce --calibrated` names the candidates auto times online (within 25 % of the model's choice) */
+TEST(calibrated_prediction_names_what_auto_confirms_online) {
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 2>&1", th_baton(), margin_tuning(9.7));
+    ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "ring            9.70 us              -   <- the model's choice");
+    ASSERT_CONTAINS(o, "direct         10.00 us              -   <- within 25 %");
+    ASSERT_CONTAINS(o, "--algo auto times them on the size's first calls");
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 --json 2>&1", th_baton(), margin_tuning(9.7));
+    ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "\"auto_times_online\":\t[\"direct\", \"ring\"]");
+    free(o);
+    /* ring at 8 B: 1.08 us against rd's 5.01 and direct's 100: nothing close */
+    snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 8 2>&1", th_baton(), synthetic_tuning());
+    ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "<- --algo auto takes this");
+    ASSERT_TRUE(strstr(o, "within 25 %") == NULL);
+    free(o);
+}
+
 TEST_T(auto_refuses_an_unreadable_calibration, 60) {
     char cmd[2048], *o = NULL;
     snprintf(cmd, sizeof cmd, "BATON_TUNING=%s/missing.json %s run -n 2 -- %s bench allreduce -b 8 -e 8 2>&1", th_tmpdir(),
@@ -555,6 +577,29 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused(cmd, "--calibrated");
     snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --ranks 2 --bytes 64 --link ib", th_tmpdir());
     refused(cmd, "--link");
+}
+
+/* More ranks than CPUs: the small sizes are measured in --rounds jobs of one sweep, one point per algorithm
+ * and size (the median over the jobs). Runs only where CPUs + 1 ranks are few (up to 5). */
+TEST_T(calibrate_oversubscribed_measures_jobs_and_keeps_one_point_per_size, 240) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 4) return;
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks %ld --transports tcp --max-bytes 64 --rounds 3 --out %s/o.json 2>&1",
+             th_baton(), cpus + 1, th_tmpdir());
+    int rc = th_run(cmd, 200, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "3 rounds in as many jobs (more ranks than CPUs)");
+    free(o);
+    char path[700];
+    snprintf(path, sizeof path, "%s/o.json", th_tmpdir());
+    baton_tuning t;
+    ASSERT_OK(baton__tuning_load(path, &t));
+    ASSERT_EQ_INT(t.npoints, 2 * 5); /* ring and rd at 4, 8, 16, 32 and 64 B */
+    for (int i = 0; i < t.npoints; i++)
+        for (int j = i + 1; j < t.npoints; j++)
+            ASSERT_TRUE(t.points[i].algo != t.points[j].algo || t.points[i].bytes != t.points[j].bytes);
+    baton__tuning_free(&t);
 }
 
 TEST(plot_writes_an_svg_with_a_curve_per_link_and_refuses_other_names) {

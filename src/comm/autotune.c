@@ -32,7 +32,7 @@
 
 #define TUNING_KEY "baton/tuning"
 
-#define PROBE_MARGIN_DEFAULT 0.25
+#define PROBE_MARGIN_DEFAULT BATON_TUNING_PROBE_DEFAULT
 
 /* BATON_TUNING_PROBE: unset: the default; "off" or 0: no online confirmation; else a fraction in [0, 1]. */
 static int probe_margin(double *m) {
