@@ -182,16 +182,10 @@ TEST_T(first_use_calibrates_once_and_caches_privately, 240) {
 
 /* tcp, 2 ranks: rd predicted 10 us + 0.5 ns/B, ring 5 % slower, so the model alone takes rd everywhere */
 static const char *close_tuning(void) {
-    static char path[600];
-    snprintf(path, sizeof path, "%s/close.json", th_tmpdir());
-    FILE *f = fopen(path, "w");
-    ASSERT_TRUE(f != NULL);
-    fprintf(f, "{\"version\":1,\"links\":[],\"fits\":["
+    return th_write_tmp("close.json", "{\"version\":1,\"links\":[],\"fits\":["
                "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10,\"b_us_per_byte\":0.0005},"
                "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10.5,\"b_us_per_byte\":0.0005}"
                "],\"points\":[]}");
-    fclose(f);
-    return path;
 }
 
 /* The algo column (rank 0's algorithm) of a tcp bench following close_tuning, sizes 8 B to 32 KiB (x64),

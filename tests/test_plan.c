@@ -424,19 +424,13 @@ TEST(tuning_file_round_trips_private_and_refuses_bad_fields) {
 /* A calibration in which, on shared memory with 2 ranks, direct is never fastest, the ring wins up to 444 B
  * and rd above; over TCP the other way round. */
 static const char *synthetic_tuning(void) {
-    static char path[600];
-    snprintf(path, sizeof path, "%s/tuning.json", th_tmpdir());
-    FILE *f = fopen(path, "w");
-    ASSERT_TRUE(f != NULL);
-    fprintf(f, "{\"version\":1,\"about\":\"synthetic\",\"links\":[],\"fits\":["
+    return th_write_tmp("tuning.json", "{\"version\":1,\"about\":\"synthetic\",\"links\":[],\"fits\":["
                "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":100,\"b_us_per_byte\":0},"
                "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
                "{\"transport\":\"shm\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001},"
                "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":1,\"b_us_per_byte\":0.01},"
                "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":5,\"b_us_per_byte\":0.001}"
                "],\"points\":[]}");
-    fclose(f);
-    return path;
 }
 
 /* The algo column of `baton bench` rows for 8, 64, 512 and 4096 bytes, checked (-c 1): "a,b,c,d". */
@@ -474,16 +468,10 @@ TEST_T(auto_follows_the_calibration, 180) {
 
 /* direct (the fixed rule on shm) at 10 us against a ring at `ring_us`, flat over every size */
 static const char *margin_tuning(double ring_us) {
-    static char path[600];
-    snprintf(path, sizeof path, "%s/margin.json", th_tmpdir());
-    FILE *f = fopen(path, "w");
-    ASSERT_TRUE(f != NULL);
-    fprintf(f, "{\"version\":1,\"links\":[],\"fits\":["
+    return th_write_tmp("margin.json", "{\"version\":1,\"links\":[],\"fits\":["
                "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":10,\"b_us_per_byte\":0},"
                "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e6,\"a_us\":%g,\"b_us_per_byte\":0}"
                "],\"points\":[]}", ring_us);
-    fclose(f);
-    return path;
 }
 
 TEST_T(auto_moves_off_the_fixed_rule_only_for_a_clear_win, 120) {
