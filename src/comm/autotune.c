@@ -187,9 +187,10 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
 
 /* Probing: timed calls per candidate are at most BATON_AUTOTUNE_PROBE_MAX, and fewer where a call is long
  * (about PROBE_BUDGET_S of timed calls per candidate, at least two); a measured candidate replaces the
- * model's choice only when its lower median is at least PROBE_CLEAR below the model choice's. */
+ * model's choice only when its lower median is at least PROBE_CLEAR below the model choice's (5 %: what
+ * the floor allows; a smaller measured difference is as likely the timing's noise as the algorithms'). */
 #define PROBE_BUDGET_S 0.02
-#define PROBE_CLEAR 0.03
+#define PROBE_CLEAR 0.05
 
 /* The candidate index (into slot->cand) of probe call i: rounds of ncand calls, reversed every other round. */
 static int probe_cand(const baton_tune_slot *s, int i) {
