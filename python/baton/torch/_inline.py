@@ -9,22 +9,32 @@ hook, DistributedOptimizer's gradient hook), with the GIL released, and the retu
 complete. docs/python.md has the measurements.
 
 BATON_TORCH_INLINE: off (the default: asynchronous), on (always inline), auto (inline when the process may
-run on one CPU only, asynchronous otherwise). Off by default because inline lost under load (2026-11-26,
+run on one CPU only, asynchronous otherwise), last (the torch.distributed backend runs inline only the
+all-reduce that ends a step, the one DDP's reducer waits for at once, and the earlier ones asynchronously;
+DistributedOptimizer stays asynchronous: see inline_mode()). Off by default because inline lost under load (2026-11-26,
 docs/python.md): on the hook's thread the all-reduce waits idle for a late peer, where the asynchronous
 way computes the earlier layers' backward meanwhile.
 """
 import os
 
 
-def inline_allreduce():
+def inline_mode():
+    """'on', 'off' or 'last' (auto resolved to on or off)."""
     v = os.environ.get("BATON_TORCH_INLINE", "").strip().lower()
     if v in ("on", "1"):
-        return True
+        return "on"
     if v in ("", "off", "0"):
-        return False
+        return "off"
+    if v == "last":
+        return "last"
     if v != "auto":
-        raise ValueError("BATON_TORCH_INLINE='%s' must be off, on or auto" % os.environ["BATON_TORCH_INLINE"])
+        raise ValueError("BATON_TORCH_INLINE='%s' must be off, on, auto or last" % os.environ["BATON_TORCH_INLINE"])
     try:
-        return len(os.sched_getaffinity(0)) == 1
+        return "on" if len(os.sched_getaffinity(0)) == 1 else "off"
     except (AttributeError, OSError):
-        return False
+        return "off"
+
+
+def inline_allreduce():
+    """Whether every gradient all-reduce runs on the calling thread."""
+    return inline_mode() == "on"
