@@ -18,7 +18,8 @@
 # baton ways with those variables set, interleaved in the same rounds (e.g. WITH_ENV=BATON_CMA=0: DDP's
 # buckets through the staged shared-memory path instead of process_vm_readv until they are attached;
 # WITH_ENV=BATON_TORCH_ATTACH_MIN=off: DDP's buckets never attached, i.e. the backend before zero-copy
-# buckets; docs/python.md).
+# buckets; WITH_ENV=BATON_TORCH_INLINE=off: DDP's last bucket asynchronous too, the backend before it ran
+# that one inline; WITH_ENV=BATON_TORCH_INLINE=on: every all-reduce inline; docs/python.md).
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
