@@ -54,7 +54,11 @@ run_way() {
 WAYS="alone gloo ddp_baton hvd${WITH_ENV:+ env_ddp env_hvd}${BASE:+ base_ddp base_hvd}"
 NWAYS=$(echo $WAYS | wc -w)
 for r in $(seq 1 "$REPS"); do
-    order=$(echo $WAYS | awk -v k=$(( (r - 1) % NWAYS )) '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
+    # rotated by one way each round, and reversed every second round: rotation alone keeps the cyclic order, so
+    # a WITH_ENV way would run after its default way in every round of a short run
+    order=$(echo $WAYS | awk -v k=$(( (r - 1) % NWAYS )) -v rev=$(( r % 2 == 0 )) '{
+        for (i = 0; i < NF; i++) o[i] = $((i + k) % NF + 1)
+        for (i = 0; i < NF; i++) printf "%s ", rev ? o[NF - 1 - i] : o[i] }')
     for w in $order; do run_way "$w" >> "$TMP/$w"; done
     printf 'run %d (%s): alone %s ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(echo $order)" "$(tail -n1 "$TMP/alone")" \
         "$(tail -n1 "$TMP/gloo")" "$(tail -n1 "$TMP/ddp_baton")" "$(tail -n1 "$TMP/hvd")" >&2
