@@ -2,7 +2,7 @@
  *
  *   prog_coll [--algos auto,ring,rd] [--counts 0,1,13,...] [--dtypes f32,...] [--ops sum,...] [--big]
  *             [--colls allreduce,reducescatter,allgather,broadcast,barrier] [--shmbuf] [--attach] [--expect-algo A]
- *             [--roots K] [--allgather-shmem] [--stale-hier-scratch]
+ *             [--roots K] [--allgather-shmem] [--stale-hier-scratch] [--node-buffer]
  *
  * For every combination it runs the collective in place and out of place and checks every element of its
  * own result against a reference computed by brute force over all ranks' inputs (in double, rounded once
@@ -12,7 +12,10 @@
  * they added to the process's resident set ("shmem +N KiB cma C", RssShmem of /proc/self/status).
  * --stale-hier-scratch: before every all-reduce the communicator's hierarchical scratch (slices and messages,
  * kept between calls) is filled with 0xff (NaN), so a result that depends on what a previous call left there
- * fails; at the end one more all-reduce of the largest count must reuse that scratch, not allocate another. */
+ * fails; at the end one more all-reduce of the largest count must reuse that scratch, not allocate another.
+ * --node-buffer: baton_buffer_alloc_node gives the ranks of each node one buffer (what one writes the others
+ * read) exactly when every node has shared memory and two ranks or more, else NULL without an error; ranks
+ * asking for different sizes all get NULL and the reason. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #include "baton/comm.h"
 #include "comm/comm_internal.h"
 #include "comm/reduce.h"
+#include "util/util.h"
 
 static int rank_, world_;
 
@@ -235,10 +239,43 @@ static void attach_checks(baton_comm *c) {
     close(fd);
 }
 
+static void node_buffer_checks(baton_comm *c) {
+    int L = baton_comm_local_size(c), me = baton_comm_local_rank(c);
+    int64_t can[2] = {L, c->shm != NULL};
+    int rc = baton_allreduce(c, can, can, 2, BATON_I64, BATON_MIN);
+    if (rc < 0) fail_rc("allreduce", rc);
+    int want = can[0] >= 2 && can[1];
+    baton__clear_error();
+    int32_t *buf = baton_buffer_alloc_node(c, 4099 * sizeof(int32_t));
+    checks++;
+    if ((buf != NULL) != want || (!buf && *baton_last_error())) {
+        fprintf(stderr, "prog_coll: rank %d: node buffer %s where %s (%s)\n", rank_, buf ? "given" : "refused",
+                want ? "every node can share" : "some node cannot", baton_last_error());
+        failures++;
+    }
+    if (buf) {
+        buf[me] = rank_ + 1;
+        buf[4098 - me] = -(rank_ + 1);
+        if ((rc = baton_barrier(c)) < 0) fail_rc("barrier", rc);
+        for (int q = 0; q < L; q++) {
+            expect("node buffer", BATON_I32, buf, (size_t)q, c->local_ranks[q] + 1);
+            expect("node buffer", BATON_I32, buf, (size_t)(4098 - q), -(c->local_ranks[q] + 1));
+        }
+        if ((rc = baton_barrier(c)) < 0) fail_rc("barrier", rc);
+        baton_buffer_free(c, buf);
+    }
+    void *bad = baton_buffer_alloc_node(c, rank_ == 0 ? 8192 : 4096);
+    checks++;
+    if (bad || !strstr(baton_last_error(), "different sizes")) {
+        fprintf(stderr, "prog_coll: rank %d: node buffers of different sizes: %s\n", rank_, bad ? "given" : baton_last_error());
+        failures++;
+    }
+}
+
 int main(int argc, char **argv) {
     char algos_s[256] = "auto", counts_s[256] = "0,1,13,1000", dtypes_s[256] = "f32,f64,f16,bf16,i32,i64",
          ops_s[256] = "sum,avg,min,max,prod", colls_s[256] = "allreduce,reducescatter,allgather,broadcast,barrier";
-    int big = 0, shmbuf = 0, ag_shmem = 0, attach = 0;
+    int big = 0, shmbuf = 0, ag_shmem = 0, attach = 0, node_buf = 0;
     long max_roots = 0; /* broadcast from every rank, or from this many spread over the world (--roots K) */
     for (int i = 1; i < argc; i++) {
         char *dst = NULL;
@@ -251,6 +288,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--shmbuf")) { shmbuf = 1; continue; }
         else if (!strcmp(argv[i], "--allgather-shmem")) { ag_shmem = 1; continue; }
         else if (!strcmp(argv[i], "--attach")) { attach = 1; continue; }
+        else if (!strcmp(argv[i], "--node-buffer")) { node_buf = 1; continue; }
         else if (!strcmp(argv[i], "--stale-hier-scratch")) { stale_hier = 1; continue; }
         else if (!strcmp(argv[i], "--roots") && i + 1 < argc) {
             char *end;
@@ -281,6 +319,7 @@ int main(int argc, char **argv) {
     world_ = baton_comm_size(c);
     if (ag_shmem) allgather_shmem(c);
     if (attach) attach_checks(c);
+    if (node_buf) node_buffer_checks(c);
     char *algos[8], *counts[16], *dtypes[8], *ops[8], *colls[8];
     int nalgo = split(algos_s, algos, 8), ncount = split(counts_s, counts, 16), ndt = split(dtypes_s, dtypes, 8),
         nop = split(ops_s, ops, 8), ncoll = split(colls_s, colls, 8);

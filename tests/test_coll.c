@@ -37,6 +37,11 @@ TEST_T(shm_world_3_cma_allreduce, 300) { run_matrix(3, "BATON_CMA_MAX=32M", "--a
 /* baton_buffer_attach (baton.torch's DDP buckets): right, direct, refusals agreed by every rank */
 TEST_T(shm_attach_2, 120) { run_matrix(2, "", "--attach --colls barrier --counts 0 --dtypes f32", 100); }
 TEST_T(shm_attach_3, 120) { run_matrix(3, "", "--attach --colls barrier --counts 0 --dtypes f32", 100); }
+/* One buffer per node (baton_buffer_alloc_node): shared on one node of 3; NULL over TCP alone and where a node
+ * has a single rank; shared by each node's two ranks on two nodes (in two_nodes below). */
+#define NODE_BUF "--node-buffer --colls barrier --counts 0 --dtypes f32"
+TEST_T(node_buffer_shm_3, 120) { run_matrix(3, "", NODE_BUF, 100); }
+TEST_T(node_buffer_tcp_2, 120) { run_matrix(2, "BATON_TRANSPORT=tcp", NODE_BUF, 100); }
 TEST_T(shm_world_4, 300) { run_matrix(4, "", "--algos auto,ring --counts " COUNTS " --shmbuf", 280); }
 TEST_T(shm_world_8, 300) { run_matrix(8, "", "--algos auto,rd --counts 0,1,13,37W+1,70001", 280); }
 TEST_T(tcp_world_2, 300) { run_matrix(2, "BATON_TRANSPORT=tcp", "--algos auto,ring,rd --counts " COUNTS, 280); }
@@ -158,8 +163,8 @@ static void nodes(int nnodes, int per_node, const char *env, const char *args) {
 
 static void two_nodes(int per_node, const char *args) { nodes(2, per_node, "", args); }
 
-TEST_T(two_nodes_2x2_hierarchical, 300) { two_nodes(2, "--algos auto,hier,ring,rd --counts 0,1,13,37W+1,70001"); }
-TEST_T(two_nodes_2x1, 300) { two_nodes(1, "--algos auto,hier --counts 0,1,13,37W+1,70001"); }
+TEST_T(two_nodes_2x2_hierarchical, 300) { two_nodes(2, "--node-buffer --algos auto,hier,ring,rd --counts 0,1,13,37W+1,70001"); }
+TEST_T(two_nodes_2x1, 300) { two_nodes(1, "--node-buffer --algos auto,hier --counts 0,1,13,37W+1,70001"); }
 
 /* The pipelined hierarchical all-reduce with many segments (64 KiB: 70001 f32 are 5 segments, 250003 are
  * 16): the fused ticks across nodes (segment t's reduce-scatter travels with segment t-1's all-gather),

@@ -195,6 +195,39 @@ TEST(params_are_views_into_one_aligned_slab) {
     baton_model_free(m);
 }
 
+/* baton_params_set_data_slab: the values move into the caller's slab (only the range given is copied: the
+ * rest is the caller's), every view follows; NULL brings all of them back into the params' own memory; a
+ * misaligned slab or a range outside the slab is refused. */
+TEST(data_slab_moves_the_values_and_the_views) {
+    baton_model *m = small_model(BATON_MODEL_MLP, 1);
+    baton_params *p = baton_model_params(m);
+    size_t n = baton_params_numel(p), lo = 16, hi = n - 16;
+    float *was = malloc(n * sizeof(float)), *slab = aligned_alloc(64, n * sizeof(float) + 64);
+    memcpy(was, baton_params_data(p), n * sizeof(float));
+    for (size_t i = 0; i < n; i++) slab[i] = -1.0f;
+    ASSERT_EQ_INT(baton_params_set_data_slab(p, slab + 1, 0, n), BATON_EINVAL);
+    ASSERT_EQ_INT(baton_params_set_data_slab(p, slab, lo, n + 1), BATON_EINVAL);
+    ASSERT_OK(baton_params_set_data_slab(p, slab, lo, hi));
+    ASSERT_TRUE(baton_params_data(p) == slab);
+    for (int i = 0; i < baton_params_count(p); i++)
+        ASSERT_TRUE(baton_params_tensor(p, i)->data == slab + baton_params_info(p, i)->offset);
+    ASSERT_TRUE(!memcmp(slab + lo, was + lo, (hi - lo) * sizeof(float)));
+    ASSERT_TRUE(slab[0] == -1.0f && slab[n - 1] == -1.0f);   /* outside the range: untouched */
+    for (size_t i = 0; i < lo; i++) slab[i] = was[i];          /* the caller fills the rest */
+    for (size_t i = hi; i < n; i++) slab[i] = was[i];
+    slab[lo] += 1.0f;                                          /* an update made in the caller's slab */
+    ASSERT_OK(baton_params_set_data_slab(p, NULL, 0, 0));
+    float *own = baton_params_data(p);
+    ASSERT_TRUE(own != slab);
+    ASSERT_TRUE(baton_params_tensor(p, 0)->data == own + baton_params_info(p, 0)->offset);
+    ASSERT_TRUE(own[lo] == was[lo] + 1.0f);
+    ASSERT_TRUE(!memcmp(own + lo + 1, was + lo + 1, (n - lo - 1) * sizeof(float)));
+    ASSERT_TRUE(!memcmp(own, was, lo * sizeof(float)));
+    free(slab);   /* the params no longer look at it */
+    baton_model_free(m);
+    free(was);
+}
+
 typedef struct {
     int fired[16];
     int order[16];

@@ -83,6 +83,9 @@ static void zero_vs_plain(const char *env, int n, const char *flags, int stages,
         snprintf(args, sizeof args, BASE " %s --zero %d --save %s", flags, z, path[z]);
         j[z] = th_train_json(env, n, args, 100);
         ASSERT_NEAR(th_jnum(j[z], "zero"), z, 0);
+        /* ZeRO on one node shares one parameter slab, unless there is no shared memory to share it in */
+        int shared = z > 0 && !strstr(flags, "--no-zero-copy") && !strstr(env, "BATON_TRANSPORT=tcp");
+        ASSERT_TRUE(strstr(j[z], shared ? "\"params_shared\":true" : "\"params_shared\":false") != NULL);
     }
     if (j[1]) ASSERT_TRUE(same_bytes(path[0], path[1]));   /* stage 1: bit-identical to plain data parallelism */
     if (j[2] && stage2_exact) ASSERT_TRUE(same_bytes(path[0], path[2]));
@@ -97,10 +100,16 @@ static void zero_vs_plain(const char *env, int n, const char *flags, int stages,
 #define ADAMW_CLIP "--optim adamw --clip 0.05"
 TEST_T(zero_equals_plain_dp_2_ranks, 300) { zero_vs_plain("", 2, ADAMW_CLIP, 6, 0, NULL); }
 TEST_T(zero_equals_plain_dp_3_ranks, 300) { zero_vs_plain("", 3, ADAMW_CLIP, 6, 0, NULL); }
-/* The parameter all-gather by cross-memory attach (docs/zero.md; the test model's slab is below BATON_CMA_MIN, so
- * the tests above take the staged path): in place on 2 ranks, out of place through the uneven path on 3. */
-TEST_T(zero_equals_plain_dp_cma_all_gather_2_ranks, 300) { zero_vs_plain("BATON_CMA_MIN=0", 2, ADAMW_CLIP, 6, 0, NULL); }
-TEST_T(zero_equals_plain_dp_cma_all_gather_3_ranks, 300) { zero_vs_plain("BATON_CMA_MIN=0", 3, ADAMW_CLIP, 2, 0, NULL); }
+/* The tests above share one parameter slab (one node, shared memory). Without it (--no-zero-copy, as across
+ * nodes) the updated shards are all-gathered: staged, and by cross-memory attach (docs/zero.md; the test
+ * model's slab is below BATON_CMA_MIN), in place on 2 ranks and out of place through the uneven path on 3. */
+TEST_T(zero_equals_plain_dp_all_gather_3_ranks, 300) { zero_vs_plain("", 3, ADAMW_CLIP " --no-zero-copy", 6, 0, NULL); }
+TEST_T(zero_equals_plain_dp_cma_all_gather_2_ranks, 300) {
+    zero_vs_plain("BATON_CMA_MIN=0", 2, ADAMW_CLIP " --no-zero-copy", 6, 0, NULL);
+}
+TEST_T(zero_equals_plain_dp_cma_all_gather_3_ranks, 300) {
+    zero_vs_plain("BATON_CMA_MIN=0", 3, ADAMW_CLIP " --no-zero-copy", 2, 0, NULL);
+}
 TEST_T(zero_equals_plain_dp_no_overlap_sgd, 300) {
     zero_vs_plain("", 2, "--no-overlap --optim sgd --clip 0.05", 4, 0, NULL);
 }
@@ -202,7 +211,8 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
      * ru_maxrss, which the summary used to report, lags it: the kernel raises that mark only when pages are
      * unmapped), the resident set is its anonymous, file-backed and shared-memory parts, and stage 1 holds
      * fewer anonymous pages than plain DP by at least the optimizer state it sheds (to 1 %: the program's
-     * code and libraries, whose resident pages vary with the page cache, are not anonymous). */
+     * code and libraries, whose resident pages vary with the page cache, are not anonymous), and a smaller
+     * proportional set by that plus the parameters the node's ranks now share. */
     double shed = th_jnum(j[0], "optim_bytes") - th_jnum(j[1], "optim_bytes");
     for (int r = 0; r < 4; r++) {
         for (int z = 0; z < 3; z++) {
@@ -215,6 +225,12 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
         if (!(anon_saved >= 0.99 * shed))
             th_fail(__FILE__, __LINE__, "rank %d: ZeRO-1 holds %.0f KiB fewer anonymous pages, less than the %.0f KiB "
                     "of optimizer state it sheds", r, anon_saved / 1024, shed / 1024);
+        /* the proportional set also drops by three quarters of the parameters: the node's 4 ranks share one slab */
+        double pss_saved = th_jarr(j[0], "pss_bytes_per_rank", r) - th_jarr(j[1], "pss_bytes_per_rank", r);
+        if (!(pss_saved >= 0.99 * (shed + 0.75 * params)))
+            th_fail(__FILE__, __LINE__, "rank %d: ZeRO-1's proportional set is %.0f KiB below plain DP's, less than the "
+                    "%.0f KiB of optimizer state plus 3/4 of the parameters", r, pss_saved / 1024,
+                    (shed + 0.75 * params) / 1024);
     }
     fprintf(stderr, "  gradients per rank: %.1f MiB plain, %.1f MiB ZeRO-2 (shard %.1f + staging %.1f); peak RSS %.0f / %.0f / "
             "%.0f MiB\n", params / 1048576, th_jnum(j[2], "grad_bytes") / 1048576, th_jnum(j[2], "grad_reduced_bytes") / 1048576,
@@ -225,13 +241,16 @@ TEST_T(zero2_gradient_memory_is_shard_plus_two_bucket_slots, 300) {
 }
 
 /* With --trace, each ZeRO step shows the wait for every rank ("barrier") apart from the parameter all-gather
- * ("allgather"), once per step on each rank's main track; plain DP has neither. */
+ * ("allgather"), once per step on each rank's main track; sharing one slab, the two barriers around the update
+ * and no all-gather; plain DP has neither. */
 TEST_T(zero_trace_shows_barrier_and_allgather, 120) {
-    for (int z = 0; z < 2; z++) {
+    static const struct { int zero; const char *flags; int barriers, gathers; } run[] = {
+        {0, "", 0, 0}, {1, "--no-zero-copy", 3, 3}, {1, "", 6, 0}};
+    for (int z = 0; z < 3; z++) {
         char path[512], args[900];
         snprintf(path, sizeof path, "%s/trace%d.json", th_tmpdir(), z);
         snprintf(args, sizeof args, "--data synthetic --train-samples 256 --hidden 64 --steps 3 --warmup 0 --batch 8 "
-                 "--optim adamw --zero %d --trace %s", z, path);
+                 "--optim adamw --zero %d %s --trace %s", run[z].zero, run[z].flags, path);
         free(th_train_json("", 2, args, 100));
         char *text = th_slurp(path, NULL);
         cJSON *j = cJSON_Parse(text);
@@ -249,8 +268,8 @@ TEST_T(zero_trace_shows_barrier_and_allgather, 120) {
             n[pid->valueint][k]++;
         }
         for (int r = 0; r < 2; r++) {
-            ASSERT_EQ_INT(n[r][0], z ? 3 : 0);
-            ASSERT_EQ_INT(n[r][1], z ? 3 : 0);
+            ASSERT_EQ_INT(n[r][0], run[z].barriers);
+            ASSERT_EQ_INT(n[r][1], run[z].gathers);
         }
         cJSON_Delete(j);
         free(text);
@@ -378,6 +397,34 @@ TEST_T(zero_checkpoint_8_ranks_resumed_on_3_plain_ranks, 400) {
     ASSERT_EQ_INT(th_run(cmd, 60, &o, NULL), 1);
     ASSERT_CONTAINS(o, "no complete checkpoint verifies");
     free(o);
+    baton_model_free(x.m);
+    baton_model_free(y.m);
+    baton_optim_free(x.o);
+    baton_optim_free(y.o);
+}
+
+/* Resuming into ZeRO on one node: every rank loads the checkpoint's parameters into the one slab the node's
+ * ranks share, then each takes its optimizer shard. A 3-rank plain run's step-2 checkpoint resumed by 2 ZeRO-1
+ * ranks (the same global batch) ends at step 4 where the plain run did, within 1e-5 of each tensor's RMS. */
+TEST_T(zero_resumes_plain_checkpoint_into_shared_slab, 300) {
+    char cmd[4096], a[512], b[512];
+    snprintf(a, sizeof a, "%s/a", th_tmpdir());
+    snprintf(b, sizeof b, "%s/b", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s run -n 3 -- %s train " CKPT_ARGS " --batch 8 --checkpoint %s",
+             th_baton(), th_baton(), a);
+    sh_ok(cmd, 200);
+    char *o = NULL;
+    snprintf(cmd, sizeof cmd, "mkdir %s && cp -r %s/step-2 %s/ && OPENBLAS_NUM_THREADS=1 %s run -n 2 -- %s train "
+             CKPT_ARGS " --batch 12 --zero 1 --json --checkpoint %s --resume", b, a, b, th_baton(), th_baton(), b);
+    ASSERT_EQ_INT(th_run(cmd, 200, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "\"params_shared\":true");
+    free(o);
+    loaded x = load_ckpt(a), y = load_ckpt(b);
+    ASSERT_EQ_INT(y.step, 4);
+    baton_params *p = baton_model_params(x.m);
+    double wp = close_slabs(p, baton_params_data(p), baton_params_data(baton_model_params(y.m)));
+    double wm = close_slabs(p, baton_optim_state(x.o, 0), baton_optim_state(y.o, 0));
+    fprintf(stderr, "  3 plain ranks vs resumed on 2 ZeRO-1 ranks: parameters %.2e, exp_avg %.2e\n", wp, wm);
     baton_model_free(x.m);
     baton_model_free(y.m);
     baton_optim_free(x.o);

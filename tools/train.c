@@ -484,7 +484,7 @@ int baton_cmd_train(int argc, char **argv) {
 
     double losses[LOSS_WINDOW] = {0}, initial_loss = 0.0, test_acc = 0.0, test_loss = 0.0;
     long step = pos.step, evaluated = 0;
-    uint64_t train_ns = 0, ckpt_ns = 0;
+    uint64_t train_ns = 0, ckpt_ns = 0, first_ns = 0;   /* first_ns: the first step this process ran */
     prog.first_step = pos.step;
     prog.start_ns = baton__now_ns();
     for (long epoch = pos.epoch; step < total; epoch++) {
@@ -540,6 +540,7 @@ int baton_cmd_train(int argc, char **argv) {
                                            (double)slow_pct / 100.0));
             PHASE(BATON_EV_OPTIM, TM_OPT, t);
             uint64_t t_step = baton__now_ns() - t0;
+            if (step == pos.step) first_ns = t_step;
             train_ns += t_step;
             if (record || ba.active) baton_ddp_get_stats(ddp, &st1);
             if (record) {
@@ -615,14 +616,16 @@ int baton_cmd_train(int argc, char **argv) {
     double final_loss = 0.0, secs = (double)train_ns * 1e-9;
     for (long i = 0; i < window; i++) final_loss += losses[(step - 1 - i) % LOSS_WINDOW] / window;
     /* the mean over ranks (each saw its own shard) and the slowest rank's time */
-    double agg[2] = {final_loss / (double)world, secs};
+    double agg[3] = {final_loss / (double)world, secs, (double)(train_ns - first_ns) * 1e-9};
     if (comm && (baton_allreduce(comm, agg, agg, 1, BATON_F64, BATON_SUM) < 0 ||
-                 baton_allreduce(comm, agg + 1, agg + 1, 1, BATON_F64, BATON_MAX) < 0)) {
+                 baton_allreduce(comm, agg + 1, agg + 1, 2, BATON_F64, BATON_MAX) < 0)) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
     }
     final_loss = comm ? agg[0] : final_loss;
     secs = agg[1];
+    /* the steps after the first: the first also maps the shared buffers and faults their pages in */
+    double later_ms = ran > 1 ? 1e3 * agg[2] / (double)(ran - 1) : 0.0;
     if (o.json && !(rss_ranks = train_gather_rss(comm, rank, world))) {
         fprintf(stderr, "baton train: %s\n", baton_last_error());
         goto out;
@@ -684,6 +687,7 @@ int baton_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "final_loss", final_loss);
         cJSON_AddNumberToObject(j, "samples_per_sec", sps);
         cJSON_AddNumberToObject(j, "step_ms", step_ms);
+        cJSON_AddNumberToObject(j, "step_ms_after_first", later_ms);
         cJSON_AddNumberToObject(j, "comm_exposed_ms", st.steps ? (double)st.exposed_ns * 1e-6 / st.steps : 0.0);
         cJSON_AddNumberToObject(j, "comm_ms", st.steps ? (double)st.comm_ns * 1e-6 / st.steps : 0.0);
         cJSON_AddNumberToObject(j, "bytes_per_step", (double)st.bytes_per_step);

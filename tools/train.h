@@ -89,10 +89,11 @@ int train_resume_geometry(int talk, baton_ckpt_state *pos, long world, long per_
                           int lr_linear);
 /* Every rank's resident set (collective; one small all-reduce): a calloc'ed array of world rows of
  * TRAIN_RSS_FIELDS bytes each: the peak so far (VmHWM), and now: the whole, the anonymous, the file-backed
- * and the shared-memory pages (/proc/self/status). NULL with baton_last_error set. The peak counts the
+ * and the shared-memory pages (/proc/self/status), and the proportional set (Pss of /proc/self/smaps_rollup:
+ * each shared page divided among the processes mapping it). NULL with baton_last_error set. The peak counts the
  * program's code and libraries (file-backed pages, which vary by a few hundred KiB from run to run with the
  * page cache); when it is reached at the end of the run (peak == now), peak - file is the data's part of it. */
-enum { TRAIN_RSS_FIELDS = 5 };
+enum { TRAIN_RSS_FIELDS = 6 };
 double *train_gather_rss(baton_comm *comm, int rank, long world);
 /* rss_ranks: train_gather_rss's array, reported as peak_rss_bytes_per_rank, rss_bytes_per_rank,
  * rss_anon_bytes_per_rank, rss_file_bytes_per_rank and rss_shmem_bytes_per_rank; may be NULL */

@@ -9,10 +9,10 @@
 #include "train_summary.h"
 #include "util/util.h"
 
-/* Lines of /proc/self/status in kB: out[i] = key[i]'s value in bytes, 0 when the kernel does not report it. */
-static void proc_status(const char *const *key, int n, double *out) {
+/* Lines of a /proc/self file in kB: out[i] = key[i]'s value in bytes, 0 when the kernel does not report it. */
+static void proc_kb(const char *path, const char *const *key, int n, double *out) {
     for (int i = 0; i < n; i++) out[i] = 0;
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f = fopen(path, "r");
     if (!f) return;
     char line[256];
     while (fgets(line, sizeof line, f))
@@ -30,7 +30,7 @@ static void proc_status(const char *const *key, int n, double *out) {
 uint64_t train_peak_rss_bytes(void) {
     static const char *const key[1] = {"VmHWM:"};
     double hwm;
-    proc_status(key, 1, &hwm);
+    proc_kb("/proc/self/status", key, 1, &hwm);
     if (hwm > 0) return (uint64_t)hwm;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -45,8 +45,11 @@ double *train_gather_rss(baton_comm *comm, int rank, long world) {
     }
     double *mine = v + (size_t)rank * TRAIN_RSS_FIELDS;
     /* one read of the status file: the peak and its parts come from the same moment */
-    static const char *const key[TRAIN_RSS_FIELDS] = {"VmHWM:", "VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"};
-    proc_status(key, TRAIN_RSS_FIELDS, mine);
+    static const char *const key[TRAIN_RSS_FIELDS - 1] = {"VmHWM:", "VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"};
+    proc_kb("/proc/self/status", key, TRAIN_RSS_FIELDS - 1, mine);
+    /* and the proportional set: shared pages divided among the processes that map them (ZeRO's node slab) */
+    static const char *const pss[1] = {"Pss:"};
+    proc_kb("/proc/self/smaps_rollup", pss, 1, mine + TRAIN_RSS_FIELDS - 1);
     if (mine[0] <= 0) mine[0] = (double)train_peak_rss_bytes();
     /* a sum of one-hot rows: a small all-reduce through the slots every rank already touched (the staged
      * all-gather would add staging pages to the very resident sets being reported) */
@@ -63,6 +66,7 @@ void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, i
     baton_ddp_get_memory(ddp, opt, &m);
     cJSON_AddNumberToObject(j, "zero", zero);
     cJSON_AddNumberToObject(j, "param_bytes", (double)m.param_bytes);
+    cJSON_AddBoolToObject(j, "params_shared", m.params_shared);
     cJSON_AddNumberToObject(j, "grad_bytes", (double)m.grad_bytes);
     cJSON_AddNumberToObject(j, "grad_reduced_bytes", (double)m.grad_reduced_bytes);
     cJSON_AddNumberToObject(j, "grad_staging_bytes", (double)m.grad_staging_bytes);
@@ -70,7 +74,7 @@ void train_json_memory(cJSON *j, const baton_ddp *ddp, const baton_optim *opt, i
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)train_peak_rss_bytes());
     static const char *const name[TRAIN_RSS_FIELDS] = {"peak_rss_bytes_per_rank", "rss_bytes_per_rank",
                                                        "rss_anon_bytes_per_rank", "rss_file_bytes_per_rank",
-                                                       "rss_shmem_bytes_per_rank"};
+                                                       "rss_shmem_bytes_per_rank", "pss_bytes_per_rank"};
     for (int f = 0; rss_ranks && f < TRAIN_RSS_FIELDS; f++) {
         cJSON *a = cJSON_AddArrayToObject(j, name[f]);
         for (long r = 0; a && r < world; r++)
@@ -82,8 +86,9 @@ void train_memory_summary(train_summary *sum, const baton_ddp *ddp, const baton_
     baton_ddp_memory m;
     baton_ddp_get_memory(ddp, opt, &m);
     const double mib = 1.0 / 1048576.0;
-    train_summary_add(sum, "memory", "per rank (ZeRO-%d): parameters %.1f MiB, gradients %.1f MiB (reduced, kept: %.1f; "
+    train_summary_add(sum, "memory", "per rank (ZeRO-%d): parameters %.1f MiB%s, gradients %.1f MiB (reduced, kept: %.1f; "
                       "staging: %.1f), optimizer %.1f MiB; peak RSS %.1f MiB (rank 0)", zero, (double)m.param_bytes * mib,
+                      m.params_shared ? " (one copy the node's ranks share)" : "",
                       (double)m.grad_bytes * mib, (double)m.grad_reduced_bytes * mib, (double)m.grad_staging_bytes * mib,
                       (double)m.optim_bytes * mib, (double)train_peak_rss_bytes() * mib);
 }

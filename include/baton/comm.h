@@ -132,6 +132,12 @@ int baton_test(baton_work *work, int *done);
 /* ---- buffers in shared memory: collectives on them skip the copy into baton's staging area ---- */
 void *baton_buffer_alloc(baton_comm *comm, size_t bytes);  /* NULL on failure; same size on every rank */
 void baton_buffer_free(baton_comm *comm, void *buf);
+/* Collective: one buffer of `bytes` (zeroed) shared by all the ranks of a node, each mapping it at its own
+ * address; the same size on every rank. Writes by one local rank are seen by the others: the caller orders them
+ * (a barrier between writing and reading). NULL on every rank, with baton_last_error() set only on a failure,
+ * unless every node of the job has shared memory and at least two ranks. Freed
+ * with baton_buffer_free by every local rank. Collectives treat it as ordinary memory. */
+void *baton_buffer_alloc_node(baton_comm *comm, size_t bytes);
 /* Collective: makes memory the caller already shares through a file behave like baton_buffer_alloc's.
  * [buf, buf + bytes) must be a MAP_SHARED mapping of fd from file offset 0 (e.g. a memfd, or a torch storage
  * after share_memory_()); every rank passes the same bytes. The local peers map it through

@@ -86,7 +86,8 @@ typedef struct {
     int loss_scale;          /* BATON_LOSS_SCALE_*: default NONE */
     float loss_scale_init;   /* initial (dynamic) or fixed (static) scale; default 65536 */
     int growth_interval;     /* dynamic: double the scale after this many clean steps (default 2000) */
-    int zero_copy;           /* 1: move the gradient slab into shared memory (default 1) */
+    int zero_copy;           /* 1: move the gradient slab into shared memory (default 1), and with ZeRO on
+                                one node the parameter values into one slab the node's ranks share */
     baton_trace *trace;      /* spans of the comm thread and of the waits (NULL: none) */
     int zero;                /* ZeRO stage: 0 (default) plain, 1 shard the optimizer state, 2 also the
                                 reduced gradients (see baton_ddp_step) */
@@ -142,7 +143,10 @@ int baton_ddp_bucket(const baton_ddp *d, int k, size_t *lo, size_t *hi);
 /* ---- ZeRO (src/ddp/zero.c) ---------------------------------------------------------------------------
  * Rank r owns the contiguous shard baton_shard_range(numel, r, world) of the parameter slab (sizes differ by
  * at most one element). Stage 1: gradients are all-reduced as without ZeRO; the optimizer keeps state for, and
- * updates, the own shard only; the updated shards are all-gathered. Stage 2: each bucket is reduced straight
+ * updates, the own shard only; the updated shards are all-gathered. When the whole job is on one node (and
+ * zero_copy is on) the ranks share one parameter slab instead: each updates its shard in place between two
+ * barriers, and nothing is gathered (the params' values then live in that slab; baton_ddp_free gives each
+ * rank a copy of its own again). Stage 2: each bucket is reduced straight
  * into the ranks' shards during backward (baton_reduce_range: each rank gets only its part of the bucket), so
  * the reduced gradient of a rank is its shard; clipping sums the shards' squares with one f64 all-reduce. At
  * stage 2 the params keep no whole gradient slab: backward writes into two bucket-sized staging slots bound
@@ -155,7 +159,8 @@ void baton_ddp_shard(const baton_ddp *d, size_t *lo, size_t *hi);
 /* Narrows the optimizer to the rank's shard (ZeRO) or leaves it whole. Call once, before loading state. */
 int baton_ddp_attach_optim(baton_ddp *d, baton_optim *opt);
 /* After baton_ddp_finish (when it did not ask to skip): clip to the global norm max_norm (0 = off), take the
- * optimizer step with lr, and with ZeRO all-gather the updated parameters. Returns BATON_OK or a failure
+ * optimizer step with lr, and with ZeRO all-gather the updated parameters (or, sharing one slab, wait for every
+ * rank before and after the update). Returns BATON_OK or a failure
  * of the all-gather / the norm's all-reduce (the communicator is then unusable). *norm (may be NULL) gets
  * the global gradient norm before clipping, the same on every rank. */
 int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, float *norm);
@@ -164,6 +169,7 @@ int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, flo
  * the largest bucket; else the 16-bit wire copy of the slab, if any); optimizer state. */
 typedef struct {
     uint64_t param_bytes, grad_bytes, grad_reduced_bytes, grad_staging_bytes, optim_bytes;
+    int params_shared;       /* the parameter values are one slab the node's ranks share (ZeRO on one node) */
 } baton_ddp_memory;
 void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_memory *out);
 

@@ -112,6 +112,13 @@ void baton_params_zero_grad(baton_params *p);
  * Call it between steps (never while a tape recorded with these params is about to run backward). While a
  * caller's slab is in use, the params free their own (it is allocated again, zeroed, when NULL restores it). */
 int baton_params_set_grad_slab(baton_params *p, float *slab);
+/* Moves the parameter values into caller memory (baton_params_numel floats, 64-byte aligned; e.g. one buffer
+ * the ranks of a node share, from baton_buffer_alloc_node, so that ZeRO's ranks update one copy in place):
+ * copies the current values of slab elements [lo, hi) there, repoints every view and frees the params' own
+ * slab. The rest of `slab` is the caller's to fill (processes that share one slab each copy their own range).
+ * The caller keeps ownership and keeps it alive until baton_params_free or the next call; NULL moves the
+ * values back into memory the params own (all of them copied; lo and hi are ignored). Call it between steps. */
+int baton_params_set_data_slab(baton_params *p, float *slab, size_t lo, size_t hi);
 /* ZeRO-2: the params hold the gradient of slab elements [lo, hi) only, in the caller's `shard` (hi - lo floats,
  * 64-byte aligned; the current values of that range are copied there) and free their own slab. Backward then
  * writes each view's gradient wherever baton_params_set_view_grad points it (the caller's staging, recycled

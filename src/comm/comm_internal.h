@@ -48,6 +48,7 @@ typedef struct baton_shm_buffer {
     size_t bytes;
     uint8_t **peer;                /* [local_size] every local rank's buffer, mapped here */
     int attached;                  /* from baton_buffer_attach: `local` is the caller's, never unmapped here */
+    int node;                      /* from baton_buffer_alloc_node: one mapping of the node's buffer, no peers */
 } baton_shm_buffer;
 
 #define BATON_AUTOTUNE_CACHE 64

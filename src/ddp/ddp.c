@@ -299,6 +299,7 @@ int baton_ddp_new(baton_ddp **out, baton_comm *comm, baton_params *params, baton
     if (d->world > 1) {
         if ((rc = sync_replicas(d)) < 0) goto fail;
         /* Collective decisions below depend only on the config, which every rank shares. */
+        if ((rc = baton__zero_share_params(d)) < 0) goto fail;
         if (c.zero == 2) {
             if ((rc = baton__zero2_init(d)) < 0) goto fail;
         } else if (c.zero_copy) {

@@ -50,6 +50,7 @@ struct baton_ddp {
     /* ZeRO (zero.c) */
     size_t shard_lo, shard_hi;   /* this rank's shard of the slab */
     float *ag_send, *ag_recv;    /* uneven shards: chunked all-gather staging (NULL when the slab divides) */
+    float *node_params;          /* the parameter slab the node's ranks share (no all-gather), or NULL */
 
     /* ZeRO-2 gradients (zero.c): the params hold only the shard's reduced gradient (gshard); backward writes
      * each bucket into a staging slot bound to it at its first gradient write (the tape's need hook) and
@@ -77,6 +78,7 @@ struct baton_ddp {
 /* zero.c */
 int baton__zero_init(baton_ddp *d);
 int baton__zero2_init(baton_ddp *d);   /* collective (shared-memory staging), after the replicas are synced */
+int baton__zero_share_params(baton_ddp *d); /* collective, after the replicas are synced */
 void baton__zero2_begin(baton_ddp *d); /* before each backward: every view's staging is unbound */
 void baton__zero_free(baton_ddp *d);
 /* ddp.c: blocks until buckets [0, upto) are reduced (their staging is free again) */

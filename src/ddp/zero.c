@@ -165,12 +165,45 @@ int baton__zero2_init(baton_ddp *d) {
     return BATON_OK;
 }
 
+/* ZeRO with every rank on one node: the ranks' parameter values move into one slab of the node. Each rank
+ * copies its shard of the (identical, just synced) replica there; once all have, each repoints its views and
+ * frees its own copy. A failure to share is not an error: the all-gather remains. */
+int baton__zero_share_params(baton_ddp *d) {
+    if (d->cfg.zero == 0 || !d->cfg.zero_copy || baton_comm_num_nodes(d->comm) != 1) return BATON_OK;
+    size_t n = baton_params_numel(d->params);
+    baton__clear_error();
+    float *slab = baton_buffer_alloc_node(d->comm, n * sizeof(float));
+    if (!slab) {
+        if (*baton_last_error()) BATON_WARN("zero: the ranks keep a parameter copy each (%s)", baton_last_error());
+        return BATON_OK;
+    }
+    float *w = baton_params_data(d->params);
+    memcpy(slab + d->shard_lo, w + d->shard_lo, (d->shard_hi - d->shard_lo) * sizeof(float));
+    int rc = baton_barrier(d->comm);
+    if (rc < 0) {
+        baton_buffer_free(d->comm, slab);
+        return baton__fail_ctx(rc, "zero: sharing the parameter slab: ");
+    }
+    rc = baton_params_set_data_slab(d->params, slab, d->shard_lo, d->shard_hi);   /* copies nothing new */
+    BATON_ASSERT(rc == BATON_OK);   /* the mapping is page-aligned and the range inside the slab */
+    d->node_params = slab;
+    return BATON_OK;
+}
+
 void baton__zero_free(baton_ddp *d) {
     free(d->ag_send);
     free(d->ag_recv);
     d->ag_send = d->ag_recv = NULL;
     if (d->tape && d->z2) baton_tape_set_grad_need_hook(d->tape, NULL, NULL);
     if (d->gshard) baton_params_set_grad_slab(d->params, NULL);   /* a whole slab of the params' own again */
+    if (d->node_params) {   /* every rank takes a copy of the shared values, then lets the slab go */
+        if (baton_params_set_data_slab(d->params, NULL, 0, 0) < 0) {
+            fprintf(stderr, "baton: zero: %s\n", baton_last_error());
+            abort();
+        }
+        baton_buffer_free(d->comm, d->node_params);
+        d->node_params = NULL;
+    }
     free(d->gshard);
     if (d->stage_shm) baton_buffer_free(d->comm, d->stage);
     else free(d->stage);
@@ -250,10 +283,32 @@ static int clip(baton_ddp *d, float max_norm, float *norm) {
     return BATON_OK;
 }
 
+/* Waits for every rank; traced as a barrier span. */
+static int traced_barrier(baton_ddp *d) {
+    uint64_t t0 = baton__now_ns();
+    int rc = baton_barrier(d->comm);
+    uint64_t t1 = baton__now_ns();
+    if (d->cfg.trace) baton_trace_span(d->cfg.trace, BATON_TRACK_MAIN, BATON_EV_BARRIER, -1, t0, t1);
+    d->st.comm_ns += t1 - t0;
+    d->st.exposed_ns += t1 - t0;
+    return rc;
+}
+
+/* The shared slab: nobody may read the values while a rank updates its shard, so the update sits between two
+ * barriers (the first: every rank's backward is over; the second: every shard is updated). */
+static int step_shared(baton_ddp *d, baton_optim *opt, float lr) {
+    int rc = traced_barrier(d);
+    if (rc < 0) return baton__fail_ctx(rc, "zero: the barrier before the update: ");
+    baton_optim_step(opt, lr);
+    if ((rc = traced_barrier(d)) < 0) return baton__fail_ctx(rc, "zero: the barrier after the update: ");
+    return BATON_OK;
+}
+
 int baton_ddp_step(baton_ddp *d, baton_optim *opt, float lr, float max_norm, float *norm) {
     int rc = BATON_OK;
     if (max_norm > 0.0f || norm) rc = clip(d, max_norm, norm);
     if (rc < 0) return baton__fail_ctx(rc, "zero: the gradient norm: ");
+    if (d->node_params) return step_shared(d, opt, lr);
     baton_optim_step(opt, lr);
     if (d->cfg.zero == 0 || d->world == 1) return BATON_OK;
     uint64_t t0 = baton__now_ns(), tg = t0;
@@ -287,4 +342,5 @@ void baton_ddp_get_memory(const baton_ddp *d, const baton_optim *opt, baton_ddp_
     }
     out->grad_bytes = out->grad_reduced_bytes + out->grad_staging_bytes;
     out->optim_bytes = (uint64_t)slots * (hi - lo) * sizeof(float);
+    out->params_shared = d->node_params != NULL;
 }
