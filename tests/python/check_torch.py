@@ -9,7 +9,7 @@ tensor within 1e-5 of its RMS (16-bit compression: within 2e-2):
   hvd_fp16/bf16  Compression.fp16 / bf16
   gloo_ddp    torch DistributedDataParallel over gloo (a gloo group beside the default group)
   baton_ddp   the same DDP script over the default process group, init_process_group("baton")
-  BATON_TORCH_INLINE=last (the default): c10d._StepEnd on call sequences, and DDP with two buckets runs
+  BATON_TORCH_INLINE=last: c10d._StepEnd on call sequences, and DDP with two buckets runs
               the first asynchronous and the last inline every step, with gloo's parameters
 Also the Horovod helpers: broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather with
 unequal first dimensions, allreduce with Average/Sum, synchronize/poll, skip_synchronize, zero_grad refusal.

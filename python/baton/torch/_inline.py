@@ -8,15 +8,16 @@ hand-off, with no core gained. Inline, the all-reduce runs on the thread that as
 hook, DistributedOptimizer's gradient hook), with the GIL released, and the returned work is already
 complete. docs/python.md has the measurements.
 
-BATON_TORCH_INLINE: last (the default: the torch.distributed backend runs inline only the all-reduce that
-ends a step, the one DDP's reducer waits for as soon as it has started it, and the earlier ones
-asynchronously; DistributedOptimizer stays asynchronous), off (everything asynchronous), on (always inline),
-auto (inline when the process may run on one CPU only, asynchronous otherwise). Everything inline is not
+BATON_TORCH_INLINE: off (the default: everything asynchronous), last (the torch.distributed backend runs
+inline only the all-reduce that ends a step, the one DDP's reducer waits for as soon as it has started it,
+and the earlier ones asynchronously; DistributedOptimizer stays asynchronous), on (always inline), auto
+(inline when the process may run on one CPU only, asynchronous otherwise). Everything inline is not
 the default because it lost under load (2026-11-26, docs/python.md): on the hook's thread an early bucket's
 all-reduce waits idle for a late peer, where the asynchronous way computes the earlier layers' backward
 meanwhile. The last bucket has nothing left to overlap: DDP's reducer waits for it at once, so `last` keeps
 the overlap and drops only the hand-offs (comm thread, waiter thread, GIL, the reducer's wake-up) where
-they are pure latency. The cost of `last`: an all_reduce(async_op=True) that the process group takes for a
+they are pure latency; it took less CPU but was slower under load in 8 rounds of 9 (docs/python.md), so it
+is not the default. The cost of `last`: an all_reduce(async_op=True) that the process group takes for a
 step's end blocks until every rank has called it (a script that makes another rank's call depend on
 something it does between starting and waiting would wait forever; BATON_TORCH_INLINE=off for that).
 """
@@ -24,13 +25,13 @@ import os
 
 
 def inline_mode():
-    """'on', 'off' or 'last' (auto resolved to on or off; unset: last)."""
+    """'on', 'off' or 'last' (auto resolved to on or off; unset: off)."""
     v = os.environ.get("BATON_TORCH_INLINE", "").strip().lower()
     if v in ("on", "1"):
         return "on"
-    if v in ("off", "0"):
+    if v in ("", "off", "0"):
         return "off"
-    if v in ("", "last"):
+    if v == "last":
         return "last"
     if v != "auto":
         raise ValueError("BATON_TORCH_INLINE='%s' must be off, on, auto or last" % os.environ["BATON_TORCH_INLINE"])
