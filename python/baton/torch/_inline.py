@@ -16,7 +16,7 @@ the default because it lost under load (2026-11-26, docs/python.md): on the hook
 all-reduce waits idle for a late peer, where the asynchronous way computes the earlier layers' backward
 meanwhile. The last bucket has nothing left to overlap: DDP's reducer waits for it at once, so `last` keeps
 the overlap and drops only the hand-offs (comm thread, waiter thread, GIL, the reducer's wake-up) where
-they are pure latency; it took less CPU but was slower under load in 8 rounds of 9 (docs/python.md), so it
+they are pure latency; it took less CPU but was slower under load in 10 rounds of 12 (docs/python.md), so it
 is not the default. The cost of `last`: an all_reduce(async_op=True) that the process group takes for a
 step's end blocks until every rank has called it (a script that makes another rank's call depend on
 something it does between starting and waiting would wait forever; BATON_TORCH_INLINE=off for that).
