@@ -243,6 +243,22 @@ char *th_slurp(const char *path, size_t *len) {
     return buf;
 }
 
+const char *th_write_tmp(const char *name, const char *fmt, ...) {
+    static char paths[8][600];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, sizeof paths[0], "%s/%s", th_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    if (!f) th_fail(__FILE__, __LINE__, "cannot create %s: %s", path, strerror(errno));
+    va_list ap;
+    va_start(ap, fmt);
+    int bad = vfprintf(f, fmt, ap) < 0;
+    va_end(ap);
+    bad |= fclose(f) != 0;
+    if (bad) th_fail(__FILE__, __LINE__, "cannot write %s", path);
+    return path;
+}
+
 char *th_train_json(const char *env, int n, const char *args, double timeout_s) {
     char cmd[4096], *out = NULL;
     int len = snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s run -n %d -- %s train --threads 1 --json %s 2>&1",

@@ -86,6 +86,10 @@ const char *th_tmpdir(void);
  * *len (may be NULL). Fails the test if the file cannot be read. */
 char *th_slurp(const char *path, size_t *len);
 
+/* Writes printf(fmt, ...) to th_tmpdir()/name and returns that path (static storage, one per name slot of a
+ * small ring: valid for the next 7 calls). Fails the test if the file cannot be written. */
+const char *th_write_tmp(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Runs `ENV baton run -n N -- baton train --threads 1 --json ARGS` (OPENBLAS_NUM_THREADS=1; env may be "")
  * under th_run's timeout, fails the test (printing the command and its output) unless it exits 0, and returns
  * the --json line (the one starting with {"model"), malloc'ed, without its newline. */

@@ -179,3 +179,56 @@ TEST_T(first_use_calibrates_once_and_caches_privately, 240) {
     snprintf(link, sizeof link, "%s/baton/tuning.json", dir2);
     ASSERT_TRUE(access(link, F_OK) != 0);
 }
+
+/* tcp, 2 ranks: rd predicted 10 us + 0.5 ns/B, ring 5 % slower, so the model alone takes rd everywhere */
+static const char *close_tuning(void) {
+    return th_write_tmp("close.json", "{\"version\":1,\"links\":[],\"fits\":["
+               "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10,\"b_us_per_byte\":0.0005},"
+               "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10.5,\"b_us_per_byte\":0.0005}"
+               "],\"points\":[]}");
+}
+
+/* The algo column (rank 0's algorithm) of a tcp bench following close_tuning, sizes 8 B to 32 KiB (x64),
+ * every element checked; 12 warm-up calls per size, so a size's probe calls (2 x 5 at most) are over before
+ * the timed one. */
+static void close_algos(const char *env, char *out, size_t n) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "BATON_TUNING=%s %s %s run -n 2 -- %s bench allreduce --csv --algo auto,ring -b 8 -e 32K -f 64 -c 1 -w 12 -n 1 --min-time 0 "
+             "--transport tcp 2>&1",
+             close_tuning(), env, th_baton(), th_baton());
+    char *o = must_run(cmd, 60);
+    out[0] = 0;
+    const long sizes[] = {8, 512, 32768};
+    for (int i = 0; i < 3; i++) {
+        const char *algo = rows(o, sizes[i], "auto", "ring") == 1 ? "ring" : rows(o, sizes[i], "auto", "rd") == 1 ? "rd" : "?";
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? "," : "", algo);
+    }
+    free(o);
+}
+
+/* Where the calibration predicts two algorithms within BATON_TUNING_PROBE (default 25 %) of each other, auto
+ * times both on the size's first calls and every rank takes the one the slowest rank's times favour. The
+ * test knob adds 100 ms to every probe call of one algorithm on rank 1 only: rank 0's own clock favours rd
+ * (equal algorithms, and rd is the model's choice), so rank 0 reporting ring shows it took rank 1's
+ * measurement (the agreement); a rank choosing alone would run rd on rank 0 and ring on rank 1 and the job
+ * would fail its checks or hang. */
+TEST_T(auto_confirms_close_candidates_online_and_every_rank_agrees, 150) {
+    char algos[64];
+    close_algos("BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "ring,ring,ring");
+    close_algos("BATON_TEST_TUNE_PROBE=1:ring:100000", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,rd");
+    /* no confirmation: off, or a margin below the 5 % between the two: the model's choice stands */
+    close_algos("BATON_TUNING_PROBE=off BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,rd");
+    close_algos("BATON_TUNING_PROBE=0.01 BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,rd");
+    /* a bad setting: one line naming it, a non-zero exit */
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_TUNING=%s BATON_TUNING_PROBE=2 %s run -n 2 -- %s bench allreduce -b 8 -e 8 --transport tcp 2>&1",
+             close_tuning(), th_baton(), th_baton());
+    ASSERT_TRUE(th_run(cmd, 60, &o, NULL) != 0);
+    ASSERT_CONTAINS(o, "BATON_TUNING_PROBE=2");
+    free(o);
+}

@@ -11,7 +11,15 @@
  * BATON_TUNING=calibrate: the cached calibration, and when it has nothing for this link and world size, a
  * short calibration at the end of baton_init (baton__autotune_first_use: every candidate algorithm at sizes
  * 4 B to 4 MiB, 3 interleaved rounds, the slowest rank's time, medians; about a second), which every rank
- * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory). */
+ * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
+ *
+ * Online confirmation (BATON_TUNING_PROBE, default 0.25): where candidates are predicted within that fraction
+ * of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
+ * this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
+ * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
+ * its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the same
+ * algorithm: the one with the smallest lower median (of 2 calls the faster: a stall or a first call's page
+ * faults only add time), the model's choice unless another is at least PROBE_CLEAR faster. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +31,23 @@
 #include "util/util.h"
 
 #define TUNING_KEY "baton/tuning"
+
+#define PROBE_MARGIN_DEFAULT BATON_TUNING_PROBE_DEFAULT
+
+/* BATON_TUNING_PROBE: unset: the default; "off" or 0: no online confirmation; else a fraction in [0, 1]. */
+static int probe_margin(double *m) {
+    const char *env = getenv("BATON_TUNING_PROBE");
+    *m = PROBE_MARGIN_DEFAULT;
+    if (!env || !*env) return BATON_OK;
+    if (!strcmp(env, "off")) {
+        *m = 0;
+        return BATON_OK;
+    }
+    if (baton__parse_double(env, 0, 1, m) < 0)
+        return baton__fail(BATON_EINVAL, "BATON_TUNING_PROBE=%s: expected off or a fraction in [0, 1] (candidates predicted "
+                                         "within it of the fastest are timed online; default %g)", env, PROBE_MARGIN_DEFAULT);
+    return BATON_OK;
+}
 
 /* Rank 0: the JSON text to publish (NULL for none); *first: BATON_TUNING=calibrate. */
 static int rank0_text(char **out, int *first) {
@@ -67,14 +92,22 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;
         }
-        /* "+" first: BATON_TUNING=calibrate (rank 0's setting decides for every rank) */
-        char *pub = malloc((text ? strlen(text) : 0) + 2);
+        double margin;
+        if ((rc = probe_margin(&margin)) < 0) {
+            free(text);
+            baton_store_set(c->store, TUNING_KEY, "", 0);
+            return rc;
+        }
+        /* "+" first: BATON_TUNING=calibrate; then the probe margin and a newline (rank 0's settings decide for
+         * every rank: they must all probe the same calls) */
+        size_t cap = (text ? strlen(text) : 0) + 40;
+        char *pub = malloc(cap);
         if (!pub) {
             free(text);
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return baton__fail(BATON_ENOMEM, "calibration: out of memory");
         }
-        snprintf(pub, (text ? strlen(text) : 0) + 2, "%s%s", first ? "+" : "", text ? text : "");
+        snprintf(pub, cap, "%s%.17g\n%s", first ? "+" : "", margin, text ? text : "");
         free(text);
         text = pub;
         len = strlen(text);
@@ -89,8 +122,20 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             return baton__fail_ctx(rc, "rendezvous: waiting for the calibration: ");
         text = v;
     }
-    size_t skip = len > 0 && text[0] == '+';
+    if (len == 0) { /* rank 0 failed */
+        free(text);
+        return baton__fail(BATON_EINVAL, "rank 0 could not read its calibration settings (BATON_TUNING, BATON_TUNING_PROBE)");
+    }
+    size_t skip = text[0] == '+';
     c->tune_first_use = (int)skip;
+    char *nl = memchr(text + skip, '\n', len - skip), *end = NULL;
+    double margin = nl ? strtod(text + skip, &end) : -1;
+    if (!nl || end != nl || !(margin >= 0 && margin <= 1)) {
+        free(text);
+        return baton__fail(BATON_EFORMAT, "the calibration settings rank 0 shared are malformed");
+    }
+    c->tune_probe_margin = margin;
+    skip = (size_t)(nl + 1 - text);
     if (len == skip) {
         free(text);
         return BATON_OK;
@@ -140,25 +185,121 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
     return 2;
 }
 
+/* Probing: timed calls per candidate are at most BATON_AUTOTUNE_PROBE_MAX, and fewer where a call is long
+ * (about PROBE_BUDGET_S of timed calls per candidate, at least two); a measured candidate replaces the
+ * model's choice only when its lower median is at least PROBE_CLEAR below the model choice's (5 %: what
+ * the floor allows; a smaller measured difference is as likely the timing's noise as the algorithms'). */
+#define PROBE_BUDGET_S 0.02
+#define PROBE_CLEAR 0.05
+
+/* The candidate index (into slot->cand) of probe call i: rounds of ncand calls, reversed every other round. */
+static int probe_cand(const baton_tune_slot *s, int i) {
+    int r = i / s->ncand, p = i % s->ncand;
+    return r % 2 ? s->ncand - 1 - p : p;
+}
+
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
-    if (!c->tuning) return BATON_ALGO_AUTO;
+    if (!c->tuning || c->tune_busy) return BATON_ALGO_AUTO;
     baton_algo cands[3];
     int link, n = candidates(c, cands, &link);
-    /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets) */
+    /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets); every rank makes the
+     * same calls, so every rank's cache holds the same sizes in the same state */
     unsigned slot = (unsigned)((bytes * 0x9E3779B97F4A7C15ull) >> 58) % BATON_AUTOTUNE_CACHE;
-    if (c->tune_cache_bytes[slot] == bytes + 1) return (baton_algo)c->tune_cache_algo[slot];
+    baton_tune_slot *sl = &c->tune_cache[slot];
+    if (sl->bytes1 == bytes + 1) {
+        if (!sl->ncand) return (baton_algo)sl->algo;
+        c->tune_probe = (int)slot + 1;
+        return (baton_algo)sl->cand[probe_cand(sl, sl->next)];
+    }
     baton_algo best = BATON_ALGO_AUTO;
-    double best_s = 0, fixed_s = 0;
+    double pred[3], best_s = 0, fixed_s = 0;
     for (int i = 0; i < n; i++) {
-        double s;
-        if (baton__tuning_predict(c->tuning, link, cands[i], c->world, (double)bytes, &s) < 0) continue;
-        if (best == BATON_ALGO_AUTO || s < best_s) best = cands[i], best_s = s;
-        if (cands[i] == fixed) fixed_s = s;
+        pred[i] = -1;
+        if (baton__tuning_predict(c->tuning, link, cands[i], c->world, (double)bytes, &pred[i]) < 0) continue;
+        if (best == BATON_ALGO_AUTO || pred[i] < best_s) best = cands[i], best_s = pred[i];
+        if (cands[i] == fixed) fixed_s = pred[i];
     }
     if (best != BATON_ALGO_AUTO && fixed_s > 0 && best_s >= (1 - AUTOTUNE_MARGIN) * fixed_s) best = fixed;
-    c->tune_cache_bytes[slot] = bytes + 1;
-    c->tune_cache_algo[slot] = (unsigned char)best;
-    return best;
+    memset(sl, 0, sizeof *sl);
+    sl->bytes1 = bytes + 1;
+    sl->algo = (unsigned char)best;
+    if (best == BATON_ALGO_AUTO || c->tune_probe_margin <= 0) return best;
+    /* the candidates predicted within the margin of the fastest, the model's choice first, then by prediction */
+    sl->cand[sl->ncand++] = (unsigned char)best;
+    for (;;) {
+        int k = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int q = 0; q < sl->ncand; q++) taken |= sl->cand[q] == cands[i];
+            if (!taken && pred[i] > 0 && pred[i] <= (1 + c->tune_probe_margin) * best_s && (k < 0 || pred[i] < pred[k])) k = i;
+        }
+        if (k < 0) break;
+        sl->cand[sl->ncand++] = (unsigned char)cands[k];
+    }
+    if (sl->ncand < 2) {
+        sl->ncand = 0;
+        return best;
+    }
+    double per = PROBE_BUDGET_S / best_s;
+    sl->per = (unsigned char)(per >= BATON_AUTOTUNE_PROBE_MAX ? BATON_AUTOTUNE_PROBE_MAX : per < 2 ? 2 : (int)per);
+    c->tune_probe = (int)slot + 1;
+    return (baton_algo)sl->cand[probe_cand(sl, 0)];
+}
+
+/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US adds US microseconds to every timed probe call of ALGO on
+ * rank RANK (a slow candidate seen by one rank only: the agreement must carry it to every rank). */
+static double probe_penalty(const baton_comm *c, baton_algo a) {
+    const char *env = getenv("BATON_TEST_TUNE_PROBE");
+    int rank;
+    char name[16];
+    double us;
+    baton_algo pa;
+    if (!env || sscanf(env, "%d:%15[^:]:%lf", &rank, name, &us) != 3 || rank != c->rank || baton_algo_parse(name, &pa) < 0 || pa != a)
+        return 0;
+    return us * 1e-6;
+}
+
+/* The lower median of v[0..n) (sorts v): of two values the smaller. */
+static double lower_median(double *v, int n) {
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1], v[b - 1] = t;
+        }
+    return v[(n - 1) / 2];
+}
+
+int baton__autotune_probed(baton_comm *c, uint64_t ns) {
+    baton_tune_slot *sl = &c->tune_cache[c->tune_probe - 1];
+    c->tune_probe = 0;
+    int i = sl->next++, k = probe_cand(sl, i);
+    sl->t[k][i / sl->ncand] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
+    if (sl->next < sl->ncand * sl->per) return BATON_OK;
+    /* every rank's times, reduced to the slowest rank's per call: the same numbers everywhere */
+    double v[3 * BATON_AUTOTUNE_PROBE_MAX], vmax[3 * BATON_AUTOTUNE_PROBE_MAX];
+    int nv = sl->ncand * sl->per;
+    for (int q = 0; q < sl->ncand; q++) memcpy(v + q * sl->per, sl->t[q], sizeof(double) * sl->per);
+    coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmax, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MAX};
+    baton_algo last = c->last_algo;
+    uint64_t last_ns = c->last_ns;
+    c->tune_busy = 1;
+    int rc = baton__coll_exec(c, &a);
+    c->tune_busy = 0;
+    c->last_algo = last, c->last_ns = last_ns;
+    if (rc < 0) return rc;
+    double med[3] = {0, 0, 0};
+    int best = 0;
+    for (int q = 0; q < sl->ncand; q++) {
+        med[q] = lower_median(vmax + q * sl->per, sl->per);
+        if (med[q] < med[best]) best = q;
+    }
+    if (med[best] > (1 - PROBE_CLEAR) * med[0]) best = 0;
+    BATON_DEBUG("--algo auto, %zu bytes: %s (measured %s %.1f us, %s %.1f us%s%s%s)", sl->bytes1 - 1, baton_algo_name((baton_algo)sl->cand[best]),
+                baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6, baton_algo_name((baton_algo)sl->cand[1]), med[1] * 1e6,
+                sl->ncand > 2 ? ", " : "", sl->ncand > 2 ? baton_algo_name((baton_algo)sl->cand[2]) : "", sl->ncand > 2 ? " too" : "");
+    sl->algo = sl->cand[best];
+    sl->ncand = 0;
+    return BATON_OK;
 }
 
 /* ---- BATON_TUNING=calibrate: a short calibration at first use ---------------------------------------- */
@@ -288,7 +429,7 @@ int baton__autotune_first_use(baton_comm *c) {
     fresh.npoints = 0;
     if (rc >= 0) rc = adopt_fits(c, &fresh);
     if (rc >= 0) {
-        memset(c->tune_cache_bytes, 0, sizeof c->tune_cache_bytes);
+        memset(c->tune_cache, 0, sizeof c->tune_cache);
         BATON_INFO("--algo auto: %s", c->tuning->nfits ? "calibrated at first use" : "first-use calibration gave no fits");
     }
     baton__tuning_free(&fresh);

@@ -246,7 +246,11 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
         if (c->shm) baton__shm_abort(c->shm, baton_last_error());
         report_failure(c, rc);
         snprintf(c->broken_reason, sizeof c->broken_reason, "%s", baton_last_error());
+        c->tune_probe = 0;
+        return rc;
     }
+    /* --algo auto confirming a close choice: this call's time, and after a size's last probe the agreement */
+    if (c->tune_probe) return baton__autotune_probed(c, end - now);
     return rc;
 }
 

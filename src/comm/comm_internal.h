@@ -52,6 +52,17 @@ typedef struct baton_shm_buffer {
 } baton_shm_buffer;
 
 #define BATON_AUTOTUNE_CACHE 64
+#define BATON_AUTOTUNE_PROBE_MAX 5     /* timed calls per candidate when auto confirms a close choice */
+
+/* One size's --algo auto choice (autotune.c). While ncand > 0 the choice is being confirmed online: the
+ * size's next calls run the close candidates in turn and record their times, then the ranks agree. */
+typedef struct {
+    size_t bytes1;                 /* bytes + 1, 0 = empty */
+    unsigned char algo;            /* the choice, once decided */
+    unsigned char ncand, per, next;/* probing: candidates (0: decided), timed calls per candidate, calls so far */
+    unsigned char cand[3];         /* the model's choice first */
+    double t[3][BATON_AUTOTUNE_PROBE_MAX];
+} baton_tune_slot;
 
 typedef struct {
     coll_kind kind;
@@ -129,8 +140,10 @@ struct baton_comm {
     /* --algo auto from a calibration (autotune.c); NULL: the fixed rules */
     struct baton_tuning_s *tuning;
     int tune_first_use;            /* BATON_TUNING=calibrate: calibrate at the end of init if tuning lacks this link */
-    size_t tune_cache_bytes[BATON_AUTOTUNE_CACHE];   /* bytes + 1 of a cached choice, 0 = empty */
-    unsigned char tune_cache_algo[BATON_AUTOTUNE_CACHE];
+    baton_tune_slot tune_cache[BATON_AUTOTUNE_CACHE]; /* choices per size, direct-mapped */
+    int tune_probe;                /* 1 + the slot whose probe call is running now, 0: none */
+    int tune_busy;                 /* the probes' agreement is running: it takes the fixed rule */
+    double tune_probe_margin;      /* BATON_TUNING_PROBE: confirm candidates predicted within this of the best */
 
     /* asynchronous work: a FIFO run by one comm thread, in issue order */
     pthread_mutex_t mu;
@@ -149,6 +162,10 @@ struct baton_comm {
  * least 2 % faster), or BATON_ALGO_AUTO when there is no calibration for this link. */
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
+/* After a collective ran (baton__coll_exec, rc >= 0): when it was a probe call, records its time (ns, this
+ * rank's); after a size's last probe call every rank runs one more all-reduce (MAX of the probe times) and
+ * takes the same choice from it. */
+int baton__autotune_probed(baton_comm *c, uint64_t ns);
 void baton__autotune_free(baton_comm *c);
 /* BATON_TUNING=calibrate and no fits for this link and world size: a short calibration (about a second,
  * collective; call at the end of init), adopted by every rank and added to the cache by rank 0. */

@@ -44,6 +44,8 @@ int baton__tuning_add(baton_tuning *t, int link, baton_algo algo, int ranks, dou
  * takes the slower (with 10 %, a ring point at the start of a range, 9 % below the rest, was fitted 5.7 %
  * high, above an rd 5.5 % slower: tests/test_plan.c tuning_fit_keeps_the_order_of_close_algorithms) */
 #define FIT_TOL 0.02
+#define STALL_GROWTH 3.0
+#define STALL_NEAR 0.9
 
 /* Relative least squares of y = a + b x over points [i, j]: minimizes sum ((a + b x - y) / y)^2. */
 static void fit_line(const double *x, const double *y, int i, int j, double *a, double *b) {
@@ -140,6 +142,15 @@ int baton__tuning_fit(baton_tuning *t) {
          * behaviour can make a size reproducibly slower than a bigger one (docs/plan.md). */
         for (int k = m - 2; k >= 0 && g->link != BATON_LINK_NET; k--)
             if (y[k] > y[k + 1]) y[k] = y[k + 1];
+        /* A stall can also leave a point just below the next size's: where the time grows with the bytes
+         * (the next size takes STALL_GROWTH times the previous one's or more, so the line through them is
+         * nearly proportional and a size takes at most 0.56 of the next one's time), a point at
+         * STALL_NEAR of the next one's or more is a stall: it is fitted on the line between its neighbours.
+         * (tcp, 2 ranks: ring at 64 MiB 97.6 ms between 18.5 ms at 32 MiB and 78.5 ms at 128 MiB, in the
+         * 09:53 calibration; auto took rd there, ring was 1.32x faster: docs/plan.md.) */
+        for (int k = 1; k + 1 < m && g->link != BATON_LINK_NET; k++)
+            if (y[k + 1] >= STALL_GROWTH * y[k - 1] && y[k] >= STALL_NEAR * y[k + 1])
+                y[k] = y[k - 1] + (y[k + 1] - y[k - 1]) * (x[k] - x[k - 1]) / (x[k + 1] - x[k - 1]);
         /* greedy ranges: grow while one line still predicts every point within FIT_TOL */
         for (int i = 0; i < m && rc >= 0;) {
             double a, b;

@@ -28,6 +28,9 @@ const char *baton__link_name(int link);             /* "shm", "tcp", "net" */
 int baton__link_parse(const char *s, int *out);     /* 0 or -1 */
 
 #define BATON_TUNING_MAX 4096   /* points, and fits, at most */
+/* --algo auto times the candidates predicted within this fraction of the fastest on their first calls
+ * (BATON_TUNING_PROBE, comm/autotune.c) */
+#define BATON_TUNING_PROBE_DEFAULT 0.25
 
 typedef struct {
     int link, ranks;
