@@ -18,7 +18,8 @@
 # baton ways with those variables set, interleaved in the same rounds (e.g. WITH_ENV=BATON_CMA=0: DDP's
 # buckets through the staged shared-memory path instead of process_vm_readv until they are attached;
 # WITH_ENV=BATON_TORCH_ATTACH_MIN=off: DDP's buckets never attached, i.e. the backend before zero-copy
-# buckets; docs/python.md).
+# buckets; WITH_ENV=BATON_TORCH_INLINE=off: DDP's last bucket asynchronous too, the backend before it ran
+# that one inline; WITH_ENV=BATON_TORCH_INLINE=on: every all-reduce inline; docs/python.md).
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
@@ -53,7 +54,11 @@ run_way() {
 WAYS="alone gloo ddp_baton hvd${WITH_ENV:+ env_ddp env_hvd}${BASE:+ base_ddp base_hvd}"
 NWAYS=$(echo $WAYS | wc -w)
 for r in $(seq 1 "$REPS"); do
-    order=$(echo $WAYS | awk -v k=$(( (r - 1) % NWAYS )) '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
+    # rotated by one way each round, and reversed every second round: rotation alone keeps the cyclic order, so
+    # a WITH_ENV way would run after its default way in every round of a short run
+    order=$(echo $WAYS | awk -v k=$(( (r - 1) % NWAYS )) -v rev=$(( r % 2 == 0 )) '{
+        for (i = 0; i < NF; i++) o[i] = $((i + k) % NF + 1)
+        for (i = 0; i < NF; i++) printf "%s ", rev ? o[NF - 1 - i] : o[i] }')
     for w in $order; do run_way "$w" >> "$TMP/$w"; done
     printf 'run %d (%s): alone %s ddp-gloo %s ddp-baton %s hvd %s\n' "$r" "$(echo $order)" "$(tail -n1 "$TMP/alone")" \
         "$(tail -n1 "$TMP/gloo")" "$(tail -n1 "$TMP/ddp_baton")" "$(tail -n1 "$TMP/hvd")" >&2

@@ -35,7 +35,7 @@ import torch.distributed as dist
 import baton.torch as hvd
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-ap.add_argument("--mode", choices=["gloo", "baton", "hvd", "alone"], required=True)
+ap.add_argument("--mode", choices=["gloo", "baton", "noop", "hvd", "alone"], required=True)
 ap.add_argument("--steps", type=int, default=200)
 ap.add_argument("--warmup", type=int, default=20)
 ap.add_argument("--batch", type=int, default=128)
@@ -57,19 +57,23 @@ model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.n
                             torch.nn.Linear(1024, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 now = time.perf_counter
-marks = {"hooks": 0.0, "sync": 0.0, "inner": 0.0, "pg": 0.0, "pg_calls": 0, "starts": [], "done": []}
+marks = {"pg_cpu": 0.0, "hooks": 0.0, "sync": 0.0, "inner": 0.0, "pg": 0.0, "pg_calls": 0, "starts": [], "done": []}
 net = model
-if args.mode in ("gloo", "baton"):
-    dist.init_process_group(args.mode)
+if args.mode in ("gloo", "baton", "noop"):
+    dist.init_process_group("gloo" if args.mode == "gloo" else "baton")
     net = torch.nn.parallel.DistributedDataParallel(model)
-    if args.mode == "baton":
+    if args.mode in ("baton", "noop"):
         from baton.torch import c10d
-        orig_allreduce, orig_async = c10d.ProcessGroupBaton.allreduce, c10d.ProcessGroupBaton._async
+        orig_allreduce = c10d.ProcessGroupBaton.allreduce
+        if args.mode == "noop":
+            def orig_allreduce(self, tensors, opts=None):
+                return self._done(tensors)
 
         def allreduce(self, tensors, opts=None):
-            t0 = now()
+            t0, c0 = now(), time.thread_time()
             w = orig_allreduce(self, tensors, opts)
             marks["pg"] += now() - t0
+            marks["pg_cpu"] += time.thread_time() - c0
             marks["pg_calls"] += 1
             w.get_future().add_done_callback(lambda f: marks["done"].append(now()))
             return w
@@ -134,7 +138,7 @@ nb = perm.shape[0] // args.batch
 for i in range(args.warmup + args.steps):
     idx = perm[(i % nb) * args.batch:(i % nb + 1) * args.batch]
     x, y = x_all[idx], y_all[idx]
-    for k in ("hooks", "sync", "inner", "pg"):
+    for k in ("hooks", "sync", "inner", "pg", "pg_cpu"):
         marks[k] = 0.0
     marks["pg_calls"] = 0
     marks["starts"], marks["done"] = [], []
@@ -158,7 +162,7 @@ for i in range(args.warmup + args.steps):
                      "opt": (t4 - t3) * ms, "cpu_main": (c1 - c0) * ms,
                      "cpu_zero": (ca - c0) * ms, "cpu_fwd": (cb - ca) * ms, "cpu_bwd": (cc - cb) * ms, "cpu_opt": (c1 - cc) * ms, "cpu_other": ((p1 - p0) - (c1 - c0)) * ms,
                      "hooks": marks["hooks"] * ms, "sync": marks["sync"] * ms, "inner": marks["inner"] * ms,
-                     "pg_ms": marks["pg"] * ms, "pg_calls": marks["pg_calls"],
+                     "pg_ms": marks["pg"] * ms, "pg_cpu": marks["pg_cpu"] * ms, "pg_calls": marks["pg_calls"],
                      "starts_ms": [(s - t2) * ms for s in marks["starts"]],
                      "done_ms": [(s - t2) * ms for s in marks["done"]]})
 hvd.barrier()
@@ -178,9 +182,9 @@ for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_zero", "cpu_fwd"
     out[k] = med(k)
 if args.mode == "hvd":
     out.update(hooks=med("hooks"), sync=med("sync"), inner=med("inner"), starts_ms=med_list("starts_ms"))
-if args.mode == "baton":
-    out.update(pg_calls=med("pg_calls"), pg_ms=med("pg_ms"), done_ms=med_list("done_ms"))
-if args.mode in ("gloo", "baton"):
+if args.mode in ("baton", "noop"):
+    out.update(pg_calls=med("pg_calls"), pg_ms=med("pg_ms"), pg_cpu=med("pg_cpu"), done_ms=med_list("done_ms"))
+if args.mode in ("gloo", "baton", "noop"):
     d = net._get_ddp_logging_data()
     out["ddp"] = {k: round(d[k] / 1e6, 3) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
                                                     "avg_backward_comm_time", "avg_backward_compute_comm_overlap_time")
@@ -191,5 +195,5 @@ out["faults"] = round((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faul
 out["samples_per_sec"] = round(args.batch * world / (out["step"] / 1e3))
 if rank == 0:
     print(json.dumps(out), flush=True)
-if args.mode in ("gloo", "baton"):
+if args.mode in ("gloo", "baton", "noop"):
     dist.destroy_process_group()

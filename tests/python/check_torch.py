@@ -9,6 +9,8 @@ tensor within 1e-5 of its RMS (16-bit compression: within 2e-2):
   hvd_fp16/bf16  Compression.fp16 / bf16
   gloo_ddp    torch DistributedDataParallel over gloo (a gloo group beside the default group)
   baton_ddp   the same DDP script over the default process group, init_process_group("baton")
+  BATON_TORCH_INLINE=last: c10d._StepEnd on call sequences, and DDP with two buckets runs
+              the first asynchronous and the last inline every step, with gloo's parameters
 Also the Horovod helpers: broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather with
 unequal first dimensions, allreduce with Average/Sum, synchronize/poll, skip_synchronize, zero_grad refusal.
 Prints "CHECKS n FAILED m" last.
@@ -135,9 +137,9 @@ opt.synchronize()
 
 
 # ---- torch DDP: over gloo (a group beside the default one) and over baton (the default group) ----
-def ddp_run(group):
+def ddp_run(group, **kw):
     m = model()
-    ddp = torch.nn.parallel.DistributedDataParallel(m, process_group=group)
+    ddp = torch.nn.parallel.DistributedDataParallel(m, process_group=group, **kw)
     opt = torch.optim.SGD(ddp.parameters(), lr=LR, momentum=0.9)
     for s in range(STEPS):
         opt.zero_grad()
@@ -204,11 +206,42 @@ try:
     _inline.inline_allreduce()
     check(False, "BATON_TORCH_INLINE=sometimes was accepted")
 except ValueError as e:
-    check("BATON_TORCH_INLINE='sometimes' must be off, on or auto" in str(e), "bad BATON_TORCH_INLINE: %s" % e)
+    check("BATON_TORCH_INLINE='sometimes' must be off, on, auto or last" in str(e), "bad BATON_TORCH_INLINE: %s" % e)
+os.environ["BATON_TORCH_INLINE"] = "last"
+check(_inline.inline_mode() == "last" and not _inline.inline_allreduce(), "BATON_TORCH_INLINE=last is its own mode")
 if saved is None:
     del os.environ["BATON_TORCH_INLINE"]
 else:
     os.environ["BATON_TORCH_INLINE"] = saved
+
+# ---- BATON_TORCH_INLINE=last: only the all-reduce that ends a step runs inline (c10d._StepEnd) ----
+se = c10d._StepEnd()
+got = [se.ends_step(k) for k in "ababab"]
+check(got == [False, False, False, True, False, True], "_StepEnd on a, b, a, b, a, b: %s" % got)
+se = c10d._StepEnd()
+got = [se.ends_step(k) for k in "abcabcab"]
+check(got == [False] * 5 + [True, False, False], "_StepEnd on a, b, c, a, b, c, a, b: %s" % got)
+se = c10d._StepEnd()
+got = [se.ends_step(k) for k in "aaa"]
+check(got == [False, True, True], "_StepEnd on a, a, a (one bucket: every call ends a step): %s" % got)
+se = c10d._StepEnd()
+got = [se.ends_step(k) for k in range(c10d._StepEnd._MAX + 3)]
+check(not any(got), "_StepEnd on never-repeated tensors: nothing ends a step")
+# DDP with two buckets (the first bucket from 512 bytes, the others 1 KiB): every step the first bucket's
+# all-reduce goes asynchronous and the second (the last, which the reducer waits for at once) runs inline;
+# the parameters are DDP over gloo's.
+calls = []
+saved_inline, saved_first = (pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES
+pg._inline, pg._step_end, dist._DEFAULT_FIRST_BUCKET_BYTES = False, c10d._StepEnd(), 512
+orig_run, orig_async = pg._inline_run, pg._async
+pg._inline_run = lambda tensors, result, run: (calls.append(("inline", tensors[0].data_ptr())), orig_run(tensors, result, run))[1]
+pg._async = lambda handles, result, after=None: (calls.append(("async", result[0].data_ptr())), orig_async(handles, result, after))[1]
+compare(ddp_run(None, bucket_cap_mb=1.0 / 1024), mg, "BATON_TORCH_INLINE=last: DDP over baton (2 buckets) against DDP over gloo")
+del pg._inline_run, pg._async
+(pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES = saved_inline, saved_first
+tail = [c[0] for c in calls[-4:]]
+check(tail == ["async", "inline", "async", "inline"] and calls[-1][1] == calls[-3][1] != calls[-2][1],
+      "BATON_TORCH_INLINE=last: the last two steps' all-reduces were %s" % calls[-4:])
 
 # ---- torch.distributed calls on the baton backend ----
 check(dist.get_backend() == "baton" and dist.get_world_size() == W and dist.get_rank() == R, "backend identity")

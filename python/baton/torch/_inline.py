@@ -8,23 +8,39 @@ hand-off, with no core gained. Inline, the all-reduce runs on the thread that as
 hook, DistributedOptimizer's gradient hook), with the GIL released, and the returned work is already
 complete. docs/python.md has the measurements.
 
-BATON_TORCH_INLINE: off (the default: asynchronous), on (always inline), auto (inline when the process may
-run on one CPU only, asynchronous otherwise). Off by default because inline lost under load (2026-11-26,
-docs/python.md): on the hook's thread the all-reduce waits idle for a late peer, where the asynchronous
-way computes the earlier layers' backward meanwhile.
+BATON_TORCH_INLINE: off (the default: everything asynchronous), last (the torch.distributed backend runs
+inline only the all-reduce that ends a step, the one DDP's reducer waits for as soon as it has started it,
+and the earlier ones asynchronously; DistributedOptimizer stays asynchronous), on (always inline), auto
+(inline when the process may run on one CPU only, asynchronous otherwise). Everything inline is not
+the default because it lost under load (2026-11-26, docs/python.md): on the hook's thread an early bucket's
+all-reduce waits idle for a late peer, where the asynchronous way computes the earlier layers' backward
+meanwhile. The last bucket has nothing left to overlap: DDP's reducer waits for it at once, so `last` keeps
+the overlap and drops only the hand-offs (comm thread, waiter thread, GIL, the reducer's wake-up) where
+they are pure latency; it took less CPU but was slower under load in 10 rounds of 12 (docs/python.md), so it
+is not the default. The cost of `last`: an all_reduce(async_op=True) that the process group takes for a
+step's end blocks until every rank has called it (a script that makes another rank's call depend on
+something it does between starting and waiting would wait forever; BATON_TORCH_INLINE=off for that).
 """
 import os
 
 
-def inline_allreduce():
+def inline_mode():
+    """'on', 'off' or 'last' (auto resolved to on or off; unset: off)."""
     v = os.environ.get("BATON_TORCH_INLINE", "").strip().lower()
     if v in ("on", "1"):
-        return True
+        return "on"
     if v in ("", "off", "0"):
-        return False
+        return "off"
+    if v == "last":
+        return "last"
     if v != "auto":
-        raise ValueError("BATON_TORCH_INLINE='%s' must be off, on or auto" % os.environ["BATON_TORCH_INLINE"])
+        raise ValueError("BATON_TORCH_INLINE='%s' must be off, on, auto or last" % os.environ["BATON_TORCH_INLINE"])
     try:
-        return len(os.sched_getaffinity(0)) == 1
+        return "on" if len(os.sched_getaffinity(0)) == 1 else "off"
     except (AttributeError, OSError):
-        return False
+        return "off"
+
+
+def inline_allreduce():
+    """Whether every gradient all-reduce runs on the calling thread."""
+    return inline_mode() == "on"

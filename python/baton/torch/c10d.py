@@ -21,7 +21,10 @@ Inline (BATON_TORCH_INLINE=on, or auto when the process is bound to one CPU; bat
 allreduce and broadcast run on the calling thread (DDP's autograd hook) with the GIL released and return a
 Work whose future is already complete: no comm thread, no waiter thread, no hand-off between threads that
 share one CPU. A failure still reaches the caller through the future (wait() raises), as in the
-asynchronous way. The waiter thread starts only when needed.
+asynchronous way. The waiter thread starts only when needed. BATON_TORCH_INLINE=last runs inline only the
+all-reduce that ends a step (_StepEnd): DDP's reducer waits for that one as soon as it has started it, so it
+has nothing to overlap and the hand-offs (comm thread, waiter thread, GIL, the reducer's wake-up) are pure
+latency; the earlier buckets stay asynchronous and overlap backward.
 
 Zero-copy buckets: DDP allocates its gradient buckets itself (private memory), so baton would read the peer's
 bucket with process_vm_readv (cross-memory attach). The second time the same bucket tensor (the same Python
@@ -44,7 +47,7 @@ import torch.distributed as dist
 
 import baton
 from baton import _baton
-from baton.torch._inline import inline_allreduce
+from baton.torch._inline import inline_mode
 
 _REDUCE_OPS = [("SUM", baton.SUM), ("PRODUCT", baton.PROD), ("MIN", baton.MIN), ("MAX", baton.MAX),
                ("AVG", baton.AVG)]
@@ -114,6 +117,28 @@ def _maybe_attach(t, nbytes):
         old._baton_attach = "detached"
 
 
+class _StepEnd:
+    """Learns, from the order of the calls, which all-reduce ends a step. DDP's reducer all-reduces the same
+    bucket tensors in the same order every step and waits for all of them right after starting the last;
+    a tensor seen again in the current sequence starts the next step, so the sequence's last tensor is the
+    one that ends a step. A wrong guess costs only time: inline and asynchronous give the same result."""
+    _MAX = 1024  # tensors in one sequence; beyond that (never a repeat: no steps) start over
+
+    def __init__(self):
+        self._seen = set()
+        self._order = []
+        self._last = None
+
+    def ends_step(self, key):
+        if key in self._seen or len(self._order) >= self._MAX:
+            self._last = self._order[-1] if key in self._seen else None
+            self._seen.clear()
+            self._order.clear()
+        self._seen.add(key)
+        self._order.append(key)
+        return key == self._last
+
+
 def _check(t, what):
     if t.device.type != "cpu":
         raise ValueError("the baton backend works on CPU tensors; %s is on %s" % (what, t.device))
@@ -157,7 +182,9 @@ class ProcessGroupBaton(dist.ProcessGroup):
         self._queue = queue.Queue()
         self._recent = collections.deque(maxlen=256)  # finished works still referenced (see module doc)
         self._attach_min = _attach_min()
-        self._inline = inline_allreduce()
+        mode = inline_mode()
+        self._inline = mode == "on"
+        self._step_end = _StepEnd() if mode == "last" else None
         self._thread = None  # the waiter, started by the first asynchronous collective
 
     def getBackendName(self):
@@ -230,7 +257,8 @@ class ProcessGroupBaton(dist.ProcessGroup):
                 nbytes = t.numel() * t.element_size()
                 if (self._attach_min is not None and nbytes >= max(self._attach_min, 1) and not _attach_state["broken"]):
                     _maybe_attach(t, nbytes)
-        if self._inline:
+        if self._inline or (self._step_end is not None and len(tensors) == 1 and
+                            self._step_end.ends_step((tensors[0].data_ptr(), tensors[0].numel(), tensors[0].dtype))):
             return self._inline_run(tensors, tensors, lambda c: _baton.allreduce_into(c, c, op))
         for t in tensors:
             if t.is_contiguous():
