@@ -24,6 +24,7 @@ cd "$(dirname "$0")/.."
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" "$BUILD/libbaton.a" >/dev/null
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
+export TMPDIR="$TMP"   # the runs' metrics land here (else /tmp/baton-UID stays behind), removed at exit
 export OMP_WAIT_POLICY=PASSIVE PYTHONDONTWRITEBYTECODE=1
 BATON="$PWD/$BUILD/baton"
 TWIN="$PWD/bench/gpt_torch.py"
