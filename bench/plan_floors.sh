@@ -47,6 +47,7 @@ else
 fi
 trap 'rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM HUP
+mkdir "$T/tmp" && export TMPDIR="$T/tmp"   # the runs' per-user directories land here (else /tmp/baton-UID stays behind)
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null || exit 1
 B="$BUILD/baton"
 algos_of() { if [ "$1" = shm ]; then echo direct,ring,rd; else echo ring,rd; fi; }
