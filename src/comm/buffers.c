@@ -16,6 +16,24 @@
 
 /* ---- shared buffers -------------------------------------------------------------------------------- */
 
+/* Collective: 1 when every rank's ok is nonzero, 0 when one's is not, -1 when the all-reduce fails. */
+static int all_ok(baton_comm *c, int ok) {
+    int64_t flag = ok != 0, all = 0;
+    if (baton_allreduce(c, &flag, &all, 1, BATON_I64, BATON_MIN) < 0) return -1;
+    return all != 0;
+}
+
+/* Collective: BATON_OK when every rank asked for len bytes, else a failure naming the sizes. */
+static int same_size(baton_comm *c, size_t len, const char *what) {
+    int64_t sz[2] = {(int64_t)len, -(int64_t)len}, agg[2];
+    int rc = baton_allreduce(c, sz, agg, 2, BATON_I64, BATON_MAX);
+    if (rc < 0) return rc;
+    if (agg[0] != -agg[1])
+        return baton__fail(BATON_EINVAL, "%s: ranks asked for different sizes (%lld to %lld bytes)", what,
+                           (long long)-agg[1], (long long)agg[0]);
+    return BATON_OK;
+}
+
 static void buffer_name(baton_comm *c, int rank, unsigned idx, char *out, size_t n) {
     snprintf(out, n, "/baton-%s-%d-b%d-%u", c->job_id, c->id.restart, rank, idx);
 }
@@ -36,14 +54,7 @@ void *baton_buffer_alloc(baton_comm *c, size_t bytes) {
         c->buffers = b;
         return b->local;
     }
-    /* Every rank must ask for the same size: check with a max/min all-reduce. */
-    int64_t sz[2] = {(int64_t)len, -(int64_t)len}, agg[2];
-    if (baton_allreduce(c, sz, agg, 2, BATON_I64, BATON_MAX) < 0) goto fail;
-    if (agg[0] != -agg[1]) {
-        baton__fail(BATON_EINVAL, "baton_buffer_alloc: ranks asked for different sizes (%lld to %lld bytes)",
-                    (long long)-agg[1], (long long)agg[0]);
-        goto fail;
-    }
+    if (same_size(c, len, "baton_buffer_alloc") < 0) goto fail;
     unsigned idx = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
     int L = c->local_size;
     b->peer = calloc((size_t)L, sizeof *b->peer);
@@ -60,8 +71,7 @@ void *baton_buffer_alloc(baton_comm *c, size_t bytes) {
         if (b->local == MAP_FAILED) b->local = NULL, ok = 0;
     }
     if (fd >= 0) close(fd);
-    int64_t flag = ok ? 1 : 0, all_ok;
-    if (baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN) < 0 || !all_ok) {
+    if (all_ok(c, ok) != 1) {
         if (!ok) baton__fail(BATON_ESYS, "baton_buffer_alloc: cannot create %zu bytes of shared memory: %s", len, strerror(errno));
         goto fail_unlink;
     }
@@ -79,8 +89,7 @@ void *baton_buffer_alloc(baton_comm *c, size_t bytes) {
         close(pfd);
         if (b->peer[q] == MAP_FAILED) b->peer[q] = NULL, ok = 0;
     }
-    flag = ok;
-    if (baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN) < 0 || !all_ok) {
+    if (all_ok(c, ok) != 1) {
         baton__fail(BATON_ESYS, "baton_buffer_alloc: a rank could not map its peers' buffers");
         goto fail_unlink;
     }
@@ -107,26 +116,18 @@ void *baton_buffer_alloc_node(baton_comm *c, size_t bytes) {
     if (!c || bytes == 0 || c->world < 2) return NULL;
     size_t len = (bytes + 4095) & ~(size_t)4095;
     /* the same size everywhere, and every node able to share (else nobody does: the callers stay alike) */
-    int64_t sz[3] = {(int64_t)len, -(int64_t)len, c->shm && c->local_size > 1 ? 0 : 1}, agg[3];
-    if (baton_allreduce(c, sz, agg, 3, BATON_I64, BATON_MAX) < 0) return NULL;
-    if (agg[0] != -agg[1]) {
-        baton__fail(BATON_EINVAL, "baton_buffer_alloc_node: ranks asked for different sizes (%lld to %lld bytes)",
-                    (long long)-agg[1], (long long)agg[0]);
-        return NULL;
-    }
-    if (agg[2]) return NULL;
+    if (same_size(c, len, "baton_buffer_alloc_node") < 0 || all_ok(c, c->shm && c->local_size > 1) != 1) return NULL;
     unsigned idx = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
     char name[160];
     snprintf(name, sizeof name, "/baton-%s-%d-n%d-%u", c->job_id, c->id.restart, c->local_ranks[0], idx);
-    int creator = c->local_rank == 0, err = 0;
+    int creator = c->local_rank == 0, err = 0, flag = 1;
     uint8_t *m = NULL;
-    int64_t flag = 1, all_ok = 0;
     if (creator) {   /* created before anyone looks for it */
         int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         if (fd < 0 || ftruncate(fd, (off_t)len) != 0) err = errno, flag = 0;
         if (fd >= 0) close(fd);
     }
-    if (baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN) < 0 || !all_ok) {
+    if (all_ok(c, flag) != 1) {
         if (creator && flag) shm_unlink(name);
         if (!flag) baton__fail(BATON_ESYS, "baton_buffer_alloc_node: cannot create %zu bytes of shared memory: %s", len, strerror(err));
         else baton__fail(BATON_ESYS, "baton_buffer_alloc_node: another node's rank could not create its buffer");
@@ -141,13 +142,12 @@ void *baton_buffer_alloc_node(baton_comm *c, size_t bytes) {
         close(fd);
     }
     baton_shm_buffer *b = m ? calloc(1, sizeof *b) : NULL;
-    flag = b != NULL;
-    int rc = baton_allreduce(c, &flag, &all_ok, 1, BATON_I64, BATON_MIN);
+    int agreed = all_ok(c, b != NULL);
     if (creator) shm_unlink(name);   /* everyone has mapped it, or the buffer is given up */
-    if (rc < 0 || !all_ok) {
+    if (agreed != 1) {
         if (m) munmap(m, len);
         free(b);
-        if (rc >= 0) baton__fail(BATON_ESYS, "baton_buffer_alloc_node: a rank could not map its node's buffer");
+        if (agreed == 0) baton__fail(BATON_ESYS, "baton_buffer_alloc_node: a rank could not map its node's buffer");
         return NULL;
     }
     b->local = m;

@@ -166,8 +166,9 @@ int baton__zero2_init(baton_ddp *d) {
 }
 
 /* ZeRO with every rank on one node: the ranks' parameter values move into one slab of the node. Each rank
- * copies its shard of the (identical, just synced) replica there; once all have, each repoints its views and
- * frees its own copy. A failure to share is not an error: the all-gather remains. */
+ * copies its shard of the (identical, just synced) replica there, repoints its views and frees its own copy;
+ * the barrier makes the slab whole before anyone reads it. A failure to share is not an error: the all-gather
+ * remains. */
 int baton__zero_share_params(baton_ddp *d) {
     if (d->cfg.zero == 0 || !d->cfg.zero_copy || baton_comm_num_nodes(d->comm) != 1) return BATON_OK;
     size_t n = baton_params_numel(d->params);
@@ -177,16 +178,12 @@ int baton__zero_share_params(baton_ddp *d) {
         if (*baton_last_error()) BATON_WARN("zero: the ranks keep a parameter copy each (%s)", baton_last_error());
         return BATON_OK;
     }
-    float *w = baton_params_data(d->params);
-    memcpy(slab + d->shard_lo, w + d->shard_lo, (d->shard_hi - d->shard_lo) * sizeof(float));
-    int rc = baton_barrier(d->comm);
-    if (rc < 0) {
-        baton_buffer_free(d->comm, slab);
-        return baton__fail_ctx(rc, "zero: sharing the parameter slab: ");
-    }
-    rc = baton_params_set_data_slab(d->params, slab, d->shard_lo, d->shard_hi);   /* copies nothing new */
+    /* my shard goes in, the views move; nobody reads the slab before the barrier (on a failure baton_ddp_free
+     * gives the params a copy of their own back) */
+    int rc = baton_params_set_data_slab(d->params, slab, d->shard_lo, d->shard_hi);
     BATON_ASSERT(rc == BATON_OK);   /* the mapping is page-aligned and the range inside the slab */
     d->node_params = slab;
+    if ((rc = baton_barrier(d->comm)) < 0) return baton__fail_ctx(rc, "zero: sharing the parameter slab: ");
     return BATON_OK;
 }
 
