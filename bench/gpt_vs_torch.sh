@@ -12,15 +12,17 @@
 # on a 2-core machine); OPENBLAS_CORETYPE, if set, applies to both.
 #
 # usage: flock /tmp/baton-bench.lock bench/gpt_vs_torch.sh [ROUNDS (default 3)] [STEPS (default 3)]
-# Environment: THREADS (default 2), BUILD (default build), MODEL (default the sizes above, as baton flags).
+# Environment: THREADS (default 2), BUILD (default build), MODEL (default the sizes above, as baton flags),
+# ONLY_BATON=1: baton f32 and bf16 on 1 process only (no PyTorch, no 2-worker runs): the bf16 floor alone.
 set -eu
 ROUNDS=${1:-3}
 STEPS=${2:-3}
 THREADS=${THREADS:-2}
 BUILD=${BUILD:-build}
 MODEL=${MODEL:---layers 6 --heads 6 --dim 384 --context 256}
+ONLY_BATON=${ONLY_BATON:-0}
 cd "$(dirname "$0")/.."
-. bench/torch_setup.sh
+[ "$ONLY_BATON" = 1 ] || . bench/torch_setup.sh
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" "$BUILD/libbaton.a" >/dev/null
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
@@ -56,6 +58,17 @@ baton_tps() {   # LOG TOKENS_PER_STEP
 val_of() { grep -o '"val_loss":[0-9.]*' "$1" | cut -d: -f2; }
 
 for r in $(seq 1 "$ROUNDS"); do
+    if [ "$ONLY_BATON" = 1 ]; then
+        for prec in f32 bf16; do
+            "$BATON" train --model gpt $MODEL --batch 16 --steps $((STEPS + 1)) --threads "$THREADS" --log-every 1 \
+                --eval-windows 8 --precision $prec --json > "$TMP/b1$prec.$r.json" 2> "$TMP/b1$prec.$r.log"
+            baton_tps "$TMP/b1$prec.$r.log" $((16 * T)) >> "$TMP/baton1$prec"
+            echo >> "$TMP/baton1$prec"
+        done
+        echo "# round $r: baton1 f32 $(tail -n1 "$TMP/baton1f32") bf16 $(tail -n1 "$TMP/baton1bf16") tokens/s" \
+             "($(awk -v f="$(tail -n1 "$TMP/baton1f32")" -v h="$(tail -n1 "$TMP/baton1bf16")" 'BEGIN { printf "%.2fx", h / f }')); load $(cut -d' ' -f1 /proc/loadavg)"
+        continue
+    fi
     OMP_NUM_THREADS=$THREADS "$PY" "$TWIN" train $MODEL --batch 16 --steps "$STEPS" --warmup-untimed 1 \
         --threads "$THREADS" --eval-windows 8 > "$TMP/t1.$r"
     grep -o '"tokens_per_sec": [0-9.]*' "$TMP/t1.$r" | awk '{ print $2 }' >> "$TMP/torch1"
@@ -77,6 +90,18 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 median() { grep -v '^$' "$1" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+if [ "$ONLY_BATON" = 1 ]; then
+    m_f32=$(median "$TMP/baton1f32") m_bf16=$(median "$TMP/baton1bf16")
+    v32=$(val_of "$TMP/b1f32.1.json") v16=$(val_of "$TMP/b1bf16.1.json")
+    awk -v f="$m_f32" -v h="$m_bf16" -v th="$THREADS" -v p16="$pk_bf16" -v fpt="$fpt" -v v32="$v32" -v v16="$v16" \
+        -v steps="$((STEPS + 1))" -v nobf="$bf16_cpu" 'BEGIN {
+        printf "\n| run | tokens/s (median) | ratio | floor |\n|---|---|---|---|\n"
+        printf "| baton f32, 1 process x %d threads | %.0f | | |\n", th, f
+        printf "| baton bf16, 1 process x %d threads | %.0f | %.2fx baton f32 | 1.5x: %s |\n", th, h, h / f, (nobf != "0" ? "n/a (no bf16 CPU)" : (h / f >= 1.5 ? "met" : "MISSED"))
+        printf "\nvalidation loss after %d steps: f32 %.4f, bf16 %.4f (%.2f %% apart; floor 2 %%: %s)\n", steps, v32, v16, 100 * (v16 - v32) / v32, ((v16 - v32) / v32 <= 0.02 && (v32 - v16) / v32 <= 0.02 ? "met" : "MISSED") }'
+    echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 m_t1=$(median "$TMP/torch1") m_f32=$(median "$TMP/baton1f32") m_bf16=$(median "$TMP/baton1bf16")
 m_t2=$(median "$TMP/torch2") m_b2=$(median "$TMP/baton2")
 v32=$(val_of "$TMP/b1f32.1.json") v16=$(val_of "$TMP/b1bf16.1.json")

@@ -335,11 +335,12 @@ TEST(sumsq_and_scale_do_not_depend_on_the_thread_count) {
     free(x), free(y);
 }
 
-/* The bias gradient's column sums run in blocks of 64 columns over the threads: every column's rows are added in
- * order, so the bits are a serial float loop's, for 1 and 2 threads, beta 0 and 1, widths with a partial block and
- * a tail that is not a whole vector, and sizes below the threading threshold. */
+/* The bias gradient's column sums run in one block of columns per thread, four rows per pass over the block:
+ * every column's rows are added in order, so the bits are a serial float loop's, for 1, 2 and 3 threads (blocks
+ * of 336 columns for 1003), beta 0 and 1, widths with a partial block and a tail that is not a whole vector, row
+ * counts that are not a multiple of four, and sizes below the threading threshold. */
 TEST(colsum_matches_the_serial_sum_for_any_thread_count) {
-    static const int shapes[][2] = {{400, 1003}, {4096, 96}, {64, 1536}, {7, 5}};
+    static const int shapes[][2] = {{400, 1003}, {4096, 96}, {64, 1536}, {7, 5}, {4099, 1152}};
     baton_rng r;
     baton_rng_seed(&r, 21);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -348,7 +349,7 @@ TEST(colsum_matches_the_serial_sum_for_any_thread_count) {
         float *db = malloc((size_t)n * sizeof *db);
         fill(g, m * n, &r, 1.0f);
         for (int beta = 0; beta <= 1; beta++)
-            for (int thr = 1; thr <= 2; thr++) {
+            for (int thr = 1; thr <= 3; thr++) {
                 for (int j = 0; j < n; j++) {
                     volatile float acc = beta ? 0.25f * (float)j : 0.0f;
                     for (int i = 0; i < m; i++) acc += g[(size_t)i * n + j];
