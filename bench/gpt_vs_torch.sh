@@ -56,15 +56,19 @@ baton_tps() {   # LOG TOKENS_PER_STEP
                    END { if (last > 1) printf "%.1f", (last - 1) * n / (t[last] - t[1]); else print "NaN" }' "$1"
 }
 val_of() { grep -o '"val_loss":[0-9.]*' "$1" | cut -d: -f2; }
+# round R of baton f32 and bf16 on one process x THREADS threads: tokens/s appended to $TMP/baton1{f32,bf16}
+baton_one_process() {
+    for prec in f32 bf16; do
+        "$BATON" train --model gpt $MODEL --batch 16 --steps $((STEPS + 1)) --threads "$THREADS" --log-every 1 \
+            --eval-windows 8 --precision $prec --json > "$TMP/b1$prec.$1.json" 2> "$TMP/b1$prec.$1.log"
+        baton_tps "$TMP/b1$prec.$1.log" $((16 * T)) >> "$TMP/baton1$prec"
+        echo >> "$TMP/baton1$prec"
+    done
+}
 
 for r in $(seq 1 "$ROUNDS"); do
     if [ "$ONLY_BATON" = 1 ]; then
-        for prec in f32 bf16; do
-            "$BATON" train --model gpt $MODEL --batch 16 --steps $((STEPS + 1)) --threads "$THREADS" --log-every 1 \
-                --eval-windows 8 --precision $prec --json > "$TMP/b1$prec.$r.json" 2> "$TMP/b1$prec.$r.log"
-            baton_tps "$TMP/b1$prec.$r.log" $((16 * T)) >> "$TMP/baton1$prec"
-            echo >> "$TMP/baton1$prec"
-        done
+        baton_one_process "$r"
         echo "# round $r: baton1 f32 $(tail -n1 "$TMP/baton1f32") bf16 $(tail -n1 "$TMP/baton1bf16") tokens/s" \
              "($(awk -v f="$(tail -n1 "$TMP/baton1f32")" -v h="$(tail -n1 "$TMP/baton1bf16")" 'BEGIN { printf "%.2fx", h / f }')); load $(cut -d' ' -f1 /proc/loadavg)"
         continue
@@ -72,12 +76,7 @@ for r in $(seq 1 "$ROUNDS"); do
     OMP_NUM_THREADS=$THREADS "$PY" "$TWIN" train $MODEL --batch 16 --steps "$STEPS" --warmup-untimed 1 \
         --threads "$THREADS" --eval-windows 8 > "$TMP/t1.$r"
     grep -o '"tokens_per_sec": [0-9.]*' "$TMP/t1.$r" | awk '{ print $2 }' >> "$TMP/torch1"
-    for prec in f32 bf16; do
-        "$BATON" train --model gpt $MODEL --batch 16 --steps $((STEPS + 1)) --threads "$THREADS" --log-every 1 \
-            --eval-windows 8 --precision $prec --json > "$TMP/b1$prec.$r.json" 2> "$TMP/b1$prec.$r.log"
-        baton_tps "$TMP/b1$prec.$r.log" $((16 * T)) >> "$TMP/baton1$prec"
-        echo >> "$TMP/baton1$prec"
-    done
+    baton_one_process "$r"
     OMP_NUM_THREADS=1 "$PY" "$TWIN" train $MODEL --batch 8 --world 2 --steps "$STEPS" --warmup-untimed 1 \
         --threads 1 --eval-windows 8 > "$TMP/t2.$r"
     grep -o '"tokens_per_sec": [0-9.]*' "$TMP/t2.$r" | awk '{ print $2 }' >> "$TMP/torch2"
