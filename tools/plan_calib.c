@@ -27,7 +27,14 @@
 #define CAL_WARMUP "2"
 #define CAL_ITERS "5"
 #define CAL_MIN_TIME "0.02"
-#define CAL_SPLIT (16.0 * 1024 * 1024)
+#define CAL_SPLIT_DEFAULT (16.0 * 1024 * 1024)
+/* BATON_TEST_CAL_SPLIT=BYTES (tests only): where the big sizes start, halved, so a test can reach them in seconds */
+static double cal_split(void) {
+    const char *e = getenv("BATON_TEST_CAL_SPLIT");
+    double v = e ? atof(e) : 0;
+    return v >= 4 ? v : CAL_SPLIT_DEFAULT;
+}
+#define CAL_SPLIT (cal_split())
 #define CAL_BIG_WARMUP "1"
 #define CAL_BIG_ITERS "1"
 #define CAL_ROWS 256
@@ -235,19 +242,24 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
 }
 
-/* More ranks than CPUs on one node: the small sizes (up to CAL_SPLIT) in `jobs` jobs of one sweep each instead
- * of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands
+/* More ranks than CPUs on one node: the small sizes (up to CAL_SPLIT; `big`: the sizes above) in `jobs` jobs of one
+ * sweep each instead of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands
  * on (which ranks share a CPU, how their waits interleave) moves a size's time by 30 % and more from job to
  * job while the sweeps of one job agree (tcp, 4 ranks, 1 MiB: rd 1.10 ms in the 09:53 calibration, 1.91 ms in
  * the check minutes later; 0.97 and 1.12 ms in the 07:41 pair): the median over sweeps of one job is that
- * job's draw, the median over jobs the machine's. Same number of sweeps, so the same time. */
-static int run_jobs(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int jobs, double max_bytes,
+ * job's draw, the median over jobs the machine's. Same number of sweeps, so the same time. The big sizes too
+ * (one job of `jobs` sweeps until 2026-11-26 15:00 UTC): the 13:44 quiet calibration drew one 4-rank shm job in
+ * which ring beat direct by 7 % at 32 and 256 MiB, where three other quiet calibrations and four checks had
+ * direct 1.09-1.46x faster, and auto took ring. */
+static int run_jobs(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int jobs, int big, double max_bytes,
                     double timeout_s, double *xs, double *ts, int *as, int cap) {
     static double jx[CAL_ROWS * 16], jt[CAL_ROWS * 16];
     static int ja[CAL_ROWS * 16];
     int nj = 0, n = 0;
     for (int j = 0; j < jobs; j++) {
-        int m = run_bench(self, ranks, link, algos, nalgos, 1, 0, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
+        if (big && j == 0)
+            fprintf(stderr, "baton plan calibrate: sizes from %.0f bytes: %d rounds in as many jobs\n", CAL_SPLIT * 2, jobs);
+        int m = run_bench(self, ranks, link, algos, nalgos, 1, big, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
         if (m < 0) return -1;
         nj += m;
     }
@@ -388,12 +400,14 @@ int plan_cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds%s (%.0f s so far)\n", baton__link_name(g->link), g->ranks,
                 rounds, by_jobs ? " in as many jobs (more ranks than CPUs)" : "", (double)(baton__now_ns() - t0) / 1e9);
         int n = by_jobs
-                    ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, max_bytes, timeout, xs, ts, as, CAL_ROWS)
+                    ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, xs, ts, as, CAL_ROWS)
                     : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
                                 CAL_ROWS);
         if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
-            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
-                              ts + n, as + n, CAL_ROWS - n);
+            int m = by_jobs ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, xs + n, ts + n,
+                                       as + n, CAL_ROWS - n)
+                            : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
+                                        ts + n, as + n, CAL_ROWS - n);
             n = m < 0 ? -1 : n + m;
         }
         if (n <= 0) {
