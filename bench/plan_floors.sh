@@ -16,7 +16,8 @@
 # the load average before and after each part and the total time, and last one line per floor:
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
-#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (3: above),
+#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (5: above;
+#          3 until 2026-11-26 15:00 UTC: a median of 3 single iterations from 32 MiB left same-algorithm pairs 1.06-1.3x apart),
 #          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp"),
 #          PARTS ("pred auto": which checks to run), CAL (a calibration file to use instead of calibrating;
 #          for running the script in pieces, e.g. CAL=OUT/cal.json PARTS=auto TRANSPORTS=tcp RANKS_AUTO=3)
@@ -25,7 +26,7 @@
 BUILD=${BUILD:-build}
 CAL_ROUNDS=${CAL_ROUNDS:-3}
 ROUNDS=${ROUNDS:-5}
-BIG_ROUNDS=${BIG_ROUNDS:-3}
+BIG_ROUNDS=${BIG_ROUNDS:-5}
 MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}

@@ -517,18 +517,32 @@ TEST_T(auto_moves_off_the_fixed_rule_only_for_a_clear_win, 120) {
     ASSERT_STR_EQ(algos, "ring,ring,ring,ring");
 }
 
-/* `plan allreduce --calibrated` names the candidates auto times online (within 25 % of the model's choice) */
+/* `plan allreduce --calibrated` names the candidates auto times online (with BATON_TUNING_PROBE=0.25: within
+ * 25 % of the model's choice), and none by default (the probe is off) */
 TEST(calibrated_prediction_names_what_auto_confirms_online) {
     char cmd[2048], *o = NULL;
-    snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 2>&1", th_baton(), margin_tuning(9.7));
+    snprintf(cmd, sizeof cmd, "BATON_TUNING_PROBE=0.25 %s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 2>&1", th_baton(),
+             margin_tuning(9.7));
     ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
     ASSERT_CONTAINS(o, "ring            9.70 us              -   <- the model's choice");
-    ASSERT_CONTAINS(o, "direct         10.00 us              -   <- within 25 %");
-    ASSERT_CONTAINS(o, "--algo auto times them on the size's first calls");
+    ASSERT_CONTAINS(o, "direct         10.00 us              -   <- within BATON_TUNING_PROBE");
+    ASSERT_CONTAINS(o, "Within 25 % of the model's choice (BATON_TUNING_PROBE=0.25): --algo auto times them on the size's first calls");
     free(o);
-    snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 --json 2>&1", th_baton(), margin_tuning(9.7));
+    snprintf(cmd, sizeof cmd, "BATON_TUNING_PROBE=0.25 %s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 --json 2>&1",
+             th_baton(), margin_tuning(9.7));
     ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
     ASSERT_CONTAINS(o, "\"auto_times_online\":\t[\"direct\", \"ring\"]");
+    free(o);
+    snprintf(cmd, sizeof cmd, "env -u BATON_TUNING_PROBE %s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 2>&1", th_baton(),
+             margin_tuning(9.7));
+    ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 0);
+    ASSERT_CONTAINS(o, "ring            9.70 us              -   <- --algo auto takes this");
+    ASSERT_TRUE(strstr(o, "times them") == NULL);
+    free(o);
+    snprintf(cmd, sizeof cmd, "BATON_TUNING_PROBE=2 %s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 1024 2>&1", th_baton(),
+             margin_tuning(9.7));
+    ASSERT_EQ_INT(th_run(cmd, 30, &o, NULL), 2);
+    ASSERT_CONTAINS(o, "BATON_TUNING_PROBE=2");
     free(o);
     /* ring at 8 B: 1.08 us against rd's 5.01 and direct's 100: nothing close */
     snprintf(cmd, sizeof cmd, "%s plan allreduce --calibrated %s --link shm --ranks 2 --bytes 8 2>&1", th_baton(), synthetic_tuning());

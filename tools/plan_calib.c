@@ -74,13 +74,18 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
         return plan_error(sub, "--calibrated %s has no measurements on %s (calibrate with --transports %s)", file, link_s, link_s), 2;
     }
     baton_algo best = baton__tuning_best(&t, link, cands, nc, ranks, bytes);
-    /* the others --algo auto confirms online: predicted within BATON_TUNING_PROBE_DEFAULT of the fastest */
+    /* the others --algo auto confirms online: predicted within BATON_TUNING_PROBE of the fastest (off by default) */
+    double margin;
+    if (baton__tuning_probe_margin(&margin) < 0) {
+        baton__tuning_free(&t);
+        return plan_error(sub, "%s", baton_last_error()), 2;
+    }
     double best_s = 0;
     int close[4] = {0}, nclose = 0;
     for (int i = 0; i < nc; i++)
         if (have[i] && cands[i] == best) best_s = pred[i];
     for (int i = 0; i < nc; i++)
-        if (have[i] && cands[i] != best && pred[i] <= (1 + BATON_TUNING_PROBE_DEFAULT) * best_s) close[i] = 1, nclose++;
+        if (margin > 0 && have[i] && cands[i] != best && pred[i] <= (1 + margin) * best_s) close[i] = 1, nclose++;
     char b1[32], b2[32];
     if (json) {
         cJSON *j = cJSON_CreateObject();
@@ -119,12 +124,11 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
                     plan_secs(t.points[p].secs, meas, sizeof meas);
             printf("%-8s %14s %14s%s\n", baton_algo_name(cands[i]), plan_secs(pred[i], b2, sizeof b2), meas,
                    cands[i] == best ? (nclose ? "   <- the model's choice" : "   <- --algo auto takes this")
-                   : close[i]       ? "   <- within 25 %" : "");
+                   : close[i]       ? "   <- within BATON_TUNING_PROBE" : "");
         }
         if (nclose)
-            printf("Within 25 %% of each other the calibration cannot rank them (their order moves from job to job): "
-                   "--algo auto times them on the size's first calls and every rank takes the faster "
-                   "(BATON_TUNING_PROBE, docs/plan.md).\n");
+            printf("Within %g %% of the model's choice (BATON_TUNING_PROBE=%g): --algo auto times them on the size's first calls "
+                   "and every rank takes the faster (docs/plan.md).\n", 100 * margin, margin);
     }
     int rc = 0;
     if (plot) {
