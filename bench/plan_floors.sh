@@ -52,6 +52,15 @@ mkdir "$T/tmp" && export TMPDIR="$T/tmp"   # the runs' per-user directories land
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null || exit 1
 B="$BUILD/baton"
 algos_of() { if [ "$1" = shm ]; then echo direct,ring,rd; else echo ring,rd; fi; }
+# round_order LIST R: LIST in the order of round R of baton bench's Williams design (baton__round_order): the
+# prediction check's jobs of one sweep each take another round, as `baton plan calibrate` does (with one list for
+# every job the first algorithm ran first at every size of every job)
+round_order() {
+    echo "$1" | awk -F, -v r="$2" '{ n = NF; p = n % 2 ? int(r / 2) : r; out = ""
+        for (k = 0; k < n; k++) { j = (n % 2 && r % 2) ? n - 1 - k : k
+            w = j == 0 ? 0 : (j % 2 ? (j + 1) / 2 : n - j / 2); out = out (k ? "," : "") $((w + p) % n + 1) }
+        print out }'
+}
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 elapsed() { echo $(($(date +%s) - start)); }
 min() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
@@ -86,7 +95,7 @@ if [ $do_pred = 1 ]; then
             # more ranks than CPUs: ROUNDS jobs of one sweep (each row the median over the jobs), as the
             # calibration measures them: there a job's draw, not its sweeps, is what varies
             if [ "$k" -gt "$(nproc)" ]; then
-                j=0; while [ $j -lt "$ROUNDS" ]; do bench "$tr" "$k" "$(algos_of "$tr")" 1 1M 16M 2 5; j=$((j + 1)); done
+                j=0; while [ $j -lt "$ROUNDS" ]; do bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 1M 16M 2 5; j=$((j + 1)); done
             else
                 bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5
             fi

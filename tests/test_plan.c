@@ -628,6 +628,11 @@ TEST_T(calibrate_oversubscribed_measures_jobs_and_keeps_one_point_per_size, 240)
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
     ASSERT_CONTAINS(o, "3 rounds in as many jobs (more ranks than CPUs)");
     ASSERT_CONTAINS(o, "sizes from 64 bytes: 3 rounds in as many jobs");
+    /* each job in the order of another round of the bench's design: ring first in one, rd first in another
+     * (one list for every job ran ring first and rd right after it at every size of every job) */
+    ASSERT_CONTAINS(o, "job 1 of 3: --algo ring,rd");
+    ASSERT_CONTAINS(o, "job 2 of 3: --algo rd,ring");
+    ASSERT_CONTAINS(o, "big sizes, job 2 of 3: --algo rd,ring");
     free(o);
     char path[700];
     snprintf(path, sizeof path, "%s/o.json", th_tmpdir());

@@ -263,8 +263,24 @@ static int run_jobs(const char *self, int ranks, int link, const baton_algo *alg
     for (int j = 0; j < jobs; j++) {
         if (big && j == 0)
             fprintf(stderr, "baton plan calibrate: sizes from %.0f bytes: %d rounds in as many jobs\n", CAL_SPLIT * 2, jobs);
-        int m = run_bench(self, ranks, link, algos, nalgos, 1, big, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
+        /* job j lists the algorithms in the order of round j of the bench's Williams design (baton__round_order):
+         * a job of one sweep runs every size in its list's order, so with the same list in every job the first
+         * algorithm ran first and the second right after it at every size of every job (until 2026-11-26 15:00
+         * UTC), while the check's jobs of several sweeps rotate */
+        baton_algo order[4];
+        char list[64] = "";
+        for (int k = 0; k < nalgos; k++) {
+            order[k] = algos[baton__round_order(nalgos, j, k)];
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", baton_algo_name(order[k]));
+        }
+        fprintf(stderr, "baton plan calibrate: %sjob %d of %d: --algo %s\n", big ? "big sizes, " : "", j + 1, jobs, list);
+        int m = run_bench(self, ranks, link, order, nalgos, 1, big, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
         if (m < 0) return -1;
+        for (int q = nj; q < nj + m; q++) { /* the row's index in order, back to its index in algos */
+            int a = 0;
+            while (a < nalgos && algos[a] != order[ja[q]]) a++;
+            ja[q] = a;
+        }
         nj += m;
     }
     /* one point per (algorithm, size): the median of the jobs' rows */
