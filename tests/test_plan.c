@@ -616,6 +616,27 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
 
 /* More ranks than CPUs: the small sizes are measured in --rounds jobs of one sweep, one point per algorithm
  * and size (the median over the jobs). Runs only where CPUs + 1 ranks are few (up to 5). */
+/* every shape on one node is measured in jobs of one sweep, not only more ranks than CPUs: on 2 ranks too the
+ * order of two close algorithms flips from job to job (docs/plan.md) */
+TEST_T(calibrate_measures_two_ranks_in_jobs_too, 120) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports tcp --max-bytes 16 --rounds 2 --out %s/j.json 2>&1", th_baton(),
+             th_tmpdir());
+    int rc = th_run(cmd, 100, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds in as many jobs");
+    ASSERT_CONTAINS(o, "job 2 of 2: --algo rd,ring");
+    ASSERT_TRUE(strstr(o, "more ranks than CPUs") == NULL);
+    free(o);
+    char path[700];
+    snprintf(path, sizeof path, "%s/j.json", th_tmpdir());
+    baton_tuning t;
+    ASSERT_OK(baton__tuning_load(path, &t));
+    ASSERT_EQ_INT(t.npoints, 2 * 3); /* ring and rd at 4, 8 and 16 B, one point each */
+    baton__tuning_free(&t);
+}
+
 TEST_T(calibrate_oversubscribed_measures_jobs_and_keeps_one_point_per_size, 240) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus > 4) return;

@@ -246,7 +246,7 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
 }
 
-/* More ranks than CPUs on one node: the small sizes (up to CAL_SPLIT; `big`: the sizes above) in `jobs` jobs of one
+/* Every shape on one node (until 2026-11-26 15:10 UTC: more ranks than CPUs): the small sizes (up to CAL_SPLIT; `big`: the sizes above) in `jobs` jobs of one
  * sweep each instead of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands
  * on (which ranks share a CPU, how their waits interleave) moves a size's time by 30 % and more from job to
  * job while the sweeps of one job agree (tcp, 4 ranks, 1 MiB: rd 1.10 ms in the 09:53 calibration, 1.91 ms in
@@ -416,9 +416,13 @@ int plan_cmd_calibrate(int argc, char **argv) {
         group *g = &groups[gi];
         static double xs[CAL_ROWS], ts[CAL_ROWS];
         static int as[CAL_ROWS];
-        int by_jobs = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
+        /* every shape on one node in jobs of one sweep (since 2026-11-26 15:10 UTC; until then only more ranks than
+         * CPUs): on 2 ranks too the order of two close algorithms flips from job to job (shm 32-256 MiB, direct
+         * and ring, in the quiet runs), and the median over jobs is the machine's, over one job's sweeps that job's */
+        int by_jobs = g->link != BATON_LINK_NET && rounds > 1;
         fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds%s (%.0f s so far)\n", baton__link_name(g->link), g->ranks,
-                rounds, by_jobs ? " in as many jobs (more ranks than CPUs)" : "", (double)(baton__now_ns() - t0) / 1e9);
+                rounds, !by_jobs ? "" : g->ranks > cpus ? " in as many jobs (more ranks than CPUs)" : " in as many jobs",
+                (double)(baton__now_ns() - t0) / 1e9);
         int n = by_jobs
                     ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, xs, ts, as, CAL_ROWS)
                     : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
