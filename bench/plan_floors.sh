@@ -16,7 +16,8 @@
 # the load average before and after each part and the total time, and last one line per floor:
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
-#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (3: above),
+#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: rounds of the checks up to 1 MiB), BIG_ROUNDS (5: above;
+#          3 until 2026-11-26 15:00 UTC: a median of 3 single iterations from 32 MiB left same-algorithm pairs 1.06-1.3x apart),
 #          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp"),
 #          PARTS ("pred auto": which checks to run), CAL (a calibration file to use instead of calibrating;
 #          for running the script in pieces, e.g. CAL=OUT/cal.json PARTS=auto TRANSPORTS=tcp RANKS_AUTO=3)
@@ -25,7 +26,7 @@
 BUILD=${BUILD:-build}
 CAL_ROUNDS=${CAL_ROUNDS:-3}
 ROUNDS=${ROUNDS:-5}
-BIG_ROUNDS=${BIG_ROUNDS:-3}
+BIG_ROUNDS=${BIG_ROUNDS:-5}
 MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
@@ -51,6 +52,15 @@ mkdir "$T/tmp" && export TMPDIR="$T/tmp"   # the runs' per-user directories land
 make --no-print-directory BUILD="$BUILD" "$BUILD/baton" >/dev/null || exit 1
 B="$BUILD/baton"
 algos_of() { if [ "$1" = shm ]; then echo direct,ring,rd; else echo ring,rd; fi; }
+# round_order LIST R: LIST in the order of round R of baton bench's Williams design (baton__round_order): the
+# prediction check's jobs of one sweep each take another round, as `baton plan calibrate` does (with one list for
+# every job the first algorithm ran first at every size of every job)
+round_order() {
+    echo "$1" | awk -F, -v r="$2" '{ n = NF; p = n % 2 ? int(r / 2) : r; out = ""
+        for (k = 0; k < n; k++) { j = (n % 2 && r % 2) ? n - 1 - k : k
+            w = j == 0 ? 0 : (j % 2 ? (j + 1) / 2 : n - j / 2); out = out (k ? "," : "") $((w + p) % n + 1) }
+        print out }'
+}
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 elapsed() { echo $(($(date +%s) - start)); }
 min() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
@@ -85,7 +95,7 @@ if [ $do_pred = 1 ]; then
             # more ranks than CPUs: ROUNDS jobs of one sweep (each row the median over the jobs), as the
             # calibration measures them: there a job's draw, not its sweeps, is what varies
             if [ "$k" -gt "$(nproc)" ]; then
-                j=0; while [ $j -lt "$ROUNDS" ]; do bench "$tr" "$k" "$(algos_of "$tr")" 1 1M 16M 2 5; j=$((j + 1)); done
+                j=0; while [ $j -lt "$ROUNDS" ]; do bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 1M 16M 2 5; j=$((j + 1)); done
             else
                 bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 1M 16M 2 5
             fi

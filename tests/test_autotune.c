@@ -207,7 +207,7 @@ static void close_algos(const char *env, char *out, size_t n) {
     free(o);
 }
 
-/* Where the calibration predicts two algorithms within BATON_TUNING_PROBE (default 25 %) of each other, auto
+/* Where the calibration predicts two algorithms within BATON_TUNING_PROBE (here 25 %; off by default) of each other, auto
  * times both on the size's first calls and every rank takes the one the slowest rank's times favour. The
  * test knob adds 100 ms to every probe call of one algorithm on rank 1 only: rank 0's own clock favours rd
  * (equal algorithms, and rd is the model's choice), so rank 0 reporting ring shows it took rank 1's
@@ -215,11 +215,14 @@ static void close_algos(const char *env, char *out, size_t n) {
  * would fail its checks or hang. */
 TEST_T(auto_confirms_close_candidates_online_and_every_rank_agrees, 150) {
     char algos[64];
-    close_algos("BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
+    close_algos("BATON_TUNING_PROBE=0.25 BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "ring,ring,ring");
-    close_algos("BATON_TEST_TUNE_PROBE=1:ring:100000", algos, sizeof algos);
+    close_algos("BATON_TUNING_PROBE=0.25 BATON_TEST_TUNE_PROBE=1:ring:100000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "rd,rd,rd");
-    /* no confirmation: off, or a margin below the 5 % between the two: the model's choice stands */
+    /* no confirmation: by default (off since 2026-11-26, docs/plan.md), off, or a margin below the 5 % between
+     * the two: the model's choice stands */
+    close_algos("BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "rd,rd,rd");
     close_algos("BATON_TUNING_PROBE=off BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "rd,rd,rd");
     close_algos("BATON_TUNING_PROBE=0.01 BATON_TEST_TUNE_PROBE=1:rd:100000", algos, sizeof algos);

@@ -13,7 +13,7 @@
  * 4 B to 4 MiB, 3 interleaved rounds, the slowest rank's time, medians; about a second), which every rank
  * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
  *
- * Online confirmation (BATON_TUNING_PROBE, default 0.25): where candidates are predicted within that fraction
+ * Online confirmation (BATON_TUNING_PROBE=F, off by default since 2026-11-26: docs/plan.md): where candidates are predicted within that fraction
  * of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
  * this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
  * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
@@ -34,8 +34,8 @@
 
 #define PROBE_MARGIN_DEFAULT BATON_TUNING_PROBE_DEFAULT
 
-/* BATON_TUNING_PROBE: unset: the default; "off" or 0: no online confirmation; else a fraction in [0, 1]. */
-static int probe_margin(double *m) {
+/* BATON_TUNING_PROBE: unset: the default (off); "off" or 0: no online confirmation; else a fraction in [0, 1]. */
+int baton__tuning_probe_margin(double *m) {
     const char *env = getenv("BATON_TUNING_PROBE");
     *m = PROBE_MARGIN_DEFAULT;
     if (!env || !*env) return BATON_OK;
@@ -45,7 +45,7 @@ static int probe_margin(double *m) {
     }
     if (baton__parse_double(env, 0, 1, m) < 0)
         return baton__fail(BATON_EINVAL, "BATON_TUNING_PROBE=%s: expected off or a fraction in [0, 1] (candidates predicted "
-                                         "within it of the fastest are timed online; default %g)", env, PROBE_MARGIN_DEFAULT);
+                                         "within it of the fastest are timed online; default off)", env);
     return BATON_OK;
 }
 
@@ -93,7 +93,7 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             return rc;
         }
         double margin;
-        if ((rc = probe_margin(&margin)) < 0) {
+        if ((rc = baton__tuning_probe_margin(&margin)) < 0) {
             free(text);
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;
