@@ -18,6 +18,12 @@ ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line o
   baton: pg_calls (all-reduce calls a step), pg_ms (time inside ProcessGroupBaton.allreduce), done_ms (when
          each bucket's all-reduce completed, ms after backward began)
   gloo/baton: ddp (DDP's own sampled timers, ms: forward, backward compute, backward comm, overlap)
+  --all-ranks: every rank prints its line (with "cpu", the CPUs it is bound to), to see the ranks' skew.
+  --timeline PREFIX (modes baton and hvd): every rank writes PREFIX.RANK, one JSON line per timed step with
+         absolute CLOCK_MONOTONIC times (s): t0 (step start), fwd, bwd (backward starts), opt (backward
+         ended), end; calls (each asynchronous all-reduce started through baton's extension) and ends (when
+         a waiter saw it finished: the backend's waiter thread for DDP, synchronize() for hvd); cpu_main_ms,
+         cpu_other_ms. The ranks share the clock, so bench/torch_timeline.py lines them up step by step.
 Profiling costs a few perf_counter calls per step; every way pays them alike.
 """
 import argparse
@@ -41,6 +47,10 @@ ap.add_argument("--warmup", type=int, default=20)
 ap.add_argument("--batch", type=int, default=128)
 ap.add_argument("--bucket-mb", type=float, default=None, help="hvd: DistributedOptimizer bucket_mb (default its own)")
 ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+ap.add_argument("--timeline", metavar="PREFIX", help="every rank writes PREFIX.RANK: one JSON line per timed step "
+                "with absolute monotonic times (s) of the step's phases, each all-reduce's start (calls) and the "
+                "moment a waiter saw it finished (ends); ranks share the clock, so their lines align")
+ap.add_argument("--all-ranks", action="store_true", help="every rank prints its line (rank skew), not only rank 0")
 args = ap.parse_args()
 torch.set_num_threads(1)
 
@@ -59,6 +69,43 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 now = time.perf_counter
 marks = {"pg_cpu": 0.0, "hooks": 0.0, "sync": 0.0, "inner": 0.0, "pg": 0.0, "pg_calls": 0, "starts": [], "done": []}
 net = model
+
+
+class _TimedHandle:
+    """An asynchronous handle whose wait() notes when it returned (--timeline's ends)."""
+    __slots__ = ("h",)
+
+    def __init__(self, h):
+        self.h = h
+
+    def wait(self):
+        r = self.h.wait()
+        marks["ends"].append(now())
+        return r
+
+    def done(self):
+        return self.h.done()
+
+
+class _TimedBaton:
+    """baton's extension module, with allreduce_async_into noting its calls and timing its handles."""
+    def __init__(self, mod):
+        self._mod = mod
+
+    def __getattr__(self, name):
+        return getattr(self._mod, name)
+
+    def allreduce_async_into(self, *a, **kw):
+        marks["calls"].append(now())
+        return _TimedHandle(self._mod.allreduce_async_into(*a, **kw))
+
+
+marks["calls"], marks["ends"] = [], []
+if args.timeline and args.mode in ("baton", "hvd"):
+    import baton.torch.c10d as _c10d
+    import baton.torch.optimizer as _optm
+    _c10d._baton = _TimedBaton(_c10d._baton)
+    _optm._baton = _TimedBaton(_optm._baton)
 if args.mode in ("gloo", "baton", "noop"):
     dist.init_process_group("gloo" if args.mode == "gloo" else "baton")
     net = torch.nn.parallel.DistributedDataParallel(model)
@@ -115,6 +162,7 @@ if args.mode == "hvd":
 loss_fn = torch.nn.CrossEntropyLoss()
 perm = torch.randperm(x_all.shape[0], generator=torch.Generator().manual_seed(0))[rank::world]
 rows = []
+timeline = []
 
 
 def thread_cpu(since=None):
@@ -142,6 +190,7 @@ for i in range(args.warmup + args.steps):
         marks[k] = 0.0
     marks["pg_calls"] = 0
     marks["starts"], marks["done"] = [], []
+    marks["calls"], marks["ends"] = [], []
     c0, p0 = time.thread_time(), time.process_time()
     t0 = now()
     opt.zero_grad()
@@ -156,6 +205,10 @@ for i in range(args.warmup + args.steps):
     if i == args.warmup - 1:
         cpu_at_start = thread_cpu()
         faults_at_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    if i >= args.warmup and args.timeline:
+        timeline.append({"i": i, "t0": t0, "fwd": t1, "bwd": t2, "opt": t3, "end": t4, "calls": list(marks["calls"]),
+                         "ends": list(marks["ends"]), "cpu_main_ms": (c1 - c0) * 1e3,
+                         "cpu_other_ms": ((p1 - p0) - (c1 - c0)) * 1e3})
     if i >= args.warmup:
         ms = 1e3
         rows.append({"step": (t4 - t0) * ms, "zero": (t1 - t0) * ms, "fwd": (t2 - t1) * ms, "bwd": (t3 - t2) * ms,
@@ -190,10 +243,15 @@ if args.mode in ("gloo", "baton", "noop"):
                                                     "avg_backward_comm_time", "avg_backward_compute_comm_overlap_time")
                   if k in d}
     out["ddp_buckets"] = d.get("bucket_sizes")
+if args.timeline:
+    with open("%s.%d" % (args.timeline, rank), "w") as f:
+        for t in timeline:
+            f.write(json.dumps(t) + "\n")
 out["threads_ms"] = thread_cpu(cpu_at_start)
 out["faults"] = round((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_at_start) / args.steps, 1)
 out["samples_per_sec"] = round(args.batch * world / (out["step"] / 1e3))
-if rank == 0:
+if rank == 0 or args.all_ranks:
+    out["cpu"] = os.sched_getaffinity(0) and sorted(os.sched_getaffinity(0))
     print(json.dumps(out), flush=True)
 if args.mode in ("gloo", "baton", "noop"):
     dist.destroy_process_group()
