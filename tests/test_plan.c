@@ -616,18 +616,17 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
 
 /* More ranks than CPUs: the small sizes are measured in --rounds jobs of one sweep, one point per algorithm
  * and size (the median over the jobs). Runs only where CPUs + 1 ranks are few (up to 5). */
-/* every shape on one node is measured in jobs of one sweep, not only more ranks than CPUs: on 2 ranks too the
- * order of two close algorithms flips from job to job (docs/plan.md) */
-TEST_T(calibrate_measures_two_ranks_in_jobs_too, 120) {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+/* 2 ranks on 2 CPUs: one job of --rounds sweeps (jobs of one sweep measured tcp's ring at 32 MiB 4.5x slower
+ * than its check; docs/plan.md) */
+TEST_T(calibrate_measures_two_ranks_in_one_job, 120) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) != 2) return;
     char cmd[2048], *o = NULL;
     snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports tcp --max-bytes 16 --rounds 2 --out %s/j.json 2>&1", th_baton(),
              th_tmpdir());
     int rc = th_run(cmd, 100, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
-    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds in as many jobs");
-    ASSERT_CONTAINS(o, "job 2 of 2: --algo rd,ring");
-    ASSERT_TRUE(strstr(o, "more ranks than CPUs") == NULL);
+    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds (");
+    ASSERT_TRUE(strstr(o, "as many jobs") == NULL);
     free(o);
     char path[700];
     snprintf(path, sizeof path, "%s/j.json", th_tmpdir());
@@ -641,19 +640,17 @@ TEST_T(calibrate_oversubscribed_measures_jobs_and_keeps_one_point_per_size, 240)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus > 4) return;
     char cmd[2048], *o = NULL;
-    /* the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 64 and 128 B) in as many jobs too */
+    /* the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 64 and 128 B) in one job of --rounds sweeps */
     snprintf(cmd, sizeof cmd,
              "BATON_TEST_CAL_SPLIT=32 %s plan calibrate --ranks %ld --transports tcp --max-bytes 128 --rounds 3 --out %s/o.json 2>&1",
              th_baton(), cpus + 1, th_tmpdir());
     int rc = th_run(cmd, 200, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
     ASSERT_CONTAINS(o, "3 rounds in as many jobs (more ranks than CPUs)");
-    ASSERT_CONTAINS(o, "sizes from 64 bytes: 3 rounds in as many jobs");
     /* each job in the order of another round of the bench's design: ring first in one, rd first in another
      * (one list for every job ran ring first and rd right after it at every size of every job) */
     ASSERT_CONTAINS(o, "job 1 of 3: --algo ring,rd");
     ASSERT_CONTAINS(o, "job 2 of 3: --algo rd,ring");
-    ASSERT_CONTAINS(o, "big sizes, job 2 of 3: --algo rd,ring");
     free(o);
     char path[700];
     snprintf(path, sizeof path, "%s/o.json", th_tmpdir());

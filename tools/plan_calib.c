@@ -246,35 +246,32 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
 }
 
-/* Every shape on one node (until 2026-11-26 15:10 UTC: more ranks than CPUs): the small sizes (up to CAL_SPLIT; `big`: the sizes above) in `jobs` jobs of one
- * sweep each instead of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands
- * on (which ranks share a CPU, how their waits interleave) moves a size's time by 30 % and more from job to
- * job while the sweeps of one job agree (tcp, 4 ranks, 1 MiB: rd 1.10 ms in the 09:53 calibration, 1.91 ms in
- * the check minutes later; 0.97 and 1.12 ms in the 07:41 pair): the median over sweeps of one job is that
- * job's draw, the median over jobs the machine's. Same number of sweeps, so the same time. The big sizes too
- * (one job of `jobs` sweeps until 2026-11-26 15:00 UTC): the 13:44 quiet calibration drew one 4-rank shm job in
- * which ring beat direct by 7 % at 32 and 256 MiB, where three other quiet calibrations and four checks had
- * direct 1.09-1.46x faster, and auto took ring. */
-static int run_jobs(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int jobs, int big, double max_bytes,
+/* More ranks than CPUs on one node: the small sizes (up to CAL_SPLIT) in `jobs` jobs of one sweep each instead
+ * of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands on
+ * (which ranks share a CPU, how their waits interleave) moves a size's time by 30 % and more from job to job
+ * while the sweeps of one job agree (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check
+ * minutes later): the median over the sweeps of one job is that job's draw, the median over jobs the machine's.
+ * Same number of sweeps, so the same time. Not for 2 ranks, nor for the big sizes: measured that way (one
+ * warm-up and one iteration a job) tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms,
+ * and auto took rd from 32 MiB up where ring was 1.17-1.40x faster (docs/plan.md). */
+static int run_jobs(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int jobs, double max_bytes,
                     double timeout_s, double *xs, double *ts, int *as, int cap) {
     static double jx[CAL_ROWS * 16], jt[CAL_ROWS * 16];
     static int ja[CAL_ROWS * 16];
     int nj = 0, n = 0;
     for (int j = 0; j < jobs; j++) {
-        if (big && j == 0)
-            fprintf(stderr, "baton plan calibrate: sizes from %.0f bytes: %d rounds in as many jobs\n", CAL_SPLIT * 2, jobs);
         /* job j lists the algorithms in the order of round j of the bench's Williams design (baton__round_order):
-         * a job of one sweep runs every size in its list's order, so with the same list in every job the first
-         * algorithm ran first and the second right after it at every size of every job (until 2026-11-26 15:00
-         * UTC), while the check's jobs of several sweeps rotate */
+         * a job of one sweep runs every size in its list's order, so with one list for every job the first
+         * algorithm would run first and the second right after it at every size of every job, while the
+         * check's jobs of several sweeps rotate */
         baton_algo order[4];
         char list[64] = "";
         for (int k = 0; k < nalgos; k++) {
             order[k] = algos[baton__round_order(nalgos, j, k)];
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", baton_algo_name(order[k]));
         }
-        fprintf(stderr, "baton plan calibrate: %sjob %d of %d: --algo %s\n", big ? "big sizes, " : "", j + 1, jobs, list);
-        int m = run_bench(self, ranks, link, order, nalgos, 1, big, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
+        fprintf(stderr, "baton plan calibrate: job %d of %d: --algo %s\n", j + 1, jobs, list);
+        int m = run_bench(self, ranks, link, order, nalgos, 1, 0, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
         if (m < 0) return -1;
         for (int q = nj; q < nj + m; q++) { /* the row's index in order, back to its index in algos */
             int a = 0;
@@ -416,22 +413,17 @@ int plan_cmd_calibrate(int argc, char **argv) {
         group *g = &groups[gi];
         static double xs[CAL_ROWS], ts[CAL_ROWS];
         static int as[CAL_ROWS];
-        /* every shape on one node in jobs of one sweep (since 2026-11-26 15:10 UTC; until then only more ranks than
-         * CPUs): on 2 ranks too the order of two close algorithms flips from job to job (shm 32-256 MiB, direct
-         * and ring, in the quiet runs), and the median over jobs is the machine's, over one job's sweeps that job's */
-        int by_jobs = g->link != BATON_LINK_NET && rounds > 1;
+        int by_jobs = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
         fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds%s (%.0f s so far)\n", baton__link_name(g->link), g->ranks,
-                rounds, !by_jobs ? "" : g->ranks > cpus ? " in as many jobs (more ranks than CPUs)" : " in as many jobs",
+                rounds, by_jobs ? " in as many jobs (more ranks than CPUs)" : "",
                 (double)(baton__now_ns() - t0) / 1e9);
         int n = by_jobs
-                    ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, xs, ts, as, CAL_ROWS)
+                    ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, max_bytes, timeout, xs, ts, as, CAL_ROWS)
                     : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
                                 CAL_ROWS);
         if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
-            int m = by_jobs ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, xs + n, ts + n,
-                                       as + n, CAL_ROWS - n)
-                            : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
-                                        ts + n, as + n, CAL_ROWS - n);
+            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
+                              ts + n, as + n, CAL_ROWS - n);
             n = m < 0 ? -1 : n + m;
         }
         if (n <= 0) {

@@ -13,8 +13,8 @@
  * 4 B to 4 MiB, 3 interleaved rounds, the slowest rank's time, medians; about a second), which every rank
  * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
  *
- * Online confirmation (BATON_TUNING_PROBE=F, off by default since 2026-11-26: docs/plan.md): where candidates are predicted within that fraction
- * of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
+ * Online confirmation (BATON_TUNING_PROBE=F; off by default, docs/plan.md says why): where candidates are
+ * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
  * this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
  * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
  * its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the same
