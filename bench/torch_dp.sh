@@ -29,7 +29,8 @@ cd "$(dirname "$0")/.."
 make --no-print-directory BUILD="$BUILD" all >/dev/null
 export PYTHONPATH="$PWD/$BUILD/python" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap 'rm -rf "$TMP"' EXIT INT TERM
+export TMPDIR="$TMP"   # the runs' per-user directory (baton-UID) lands here, not in /tmp, and is removed at exit
 median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 train() {   # extra flags -> samples/s
     timeout 600 "$BUILD/baton" run -n 2 -- "$PY" examples/torch_mnist.py --steps "$STEPS" --warmup 20 --json "$@" \
