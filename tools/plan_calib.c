@@ -30,9 +30,9 @@
 #define CAL_SPLIT_DEFAULT (16.0 * 1024 * 1024)
 /* BATON_TEST_CAL_SPLIT=BYTES (tests only): where the big sizes start, halved, so a test can reach them in seconds */
 static double cal_split(void) {
-    const char *e = getenv("BATON_TEST_CAL_SPLIT");
-    double v = e ? atof(e) : 0;
-    return v >= 4 ? v : CAL_SPLIT_DEFAULT;
+    double v;
+    baton__env_double("BATON_TEST_CAL_SPLIT", CAL_SPLIT_DEFAULT, 4, 1e15, &v);   /* unset or out of range: the default */
+    return v;
 }
 #define CAL_SPLIT (cal_split())
 #define CAL_BIG_WARMUP "1"

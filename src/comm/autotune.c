@@ -14,8 +14,8 @@
  * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
  *
  * Online confirmation (BATON_TUNING_PROBE=F; off by default, docs/plan.md says why): where candidates are
- * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such algorithms flips from job to job on
- * this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
+ * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such
+ * algorithms flips from job to job on this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
  * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
  * its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the same
  * algorithm: the one with the smallest lower median (of 2 calls the faster: a stall or a first call's page
@@ -32,12 +32,10 @@
 
 #define TUNING_KEY "baton/tuning"
 
-#define PROBE_MARGIN_DEFAULT BATON_TUNING_PROBE_DEFAULT
-
 /* BATON_TUNING_PROBE: unset: the default (off); "off" or 0: no online confirmation; else a fraction in [0, 1]. */
 int baton__tuning_probe_margin(double *m) {
     const char *env = getenv("BATON_TUNING_PROBE");
-    *m = PROBE_MARGIN_DEFAULT;
+    *m = BATON_TUNING_PROBE_DEFAULT;
     if (!env || !*env) return BATON_OK;
     if (!strcmp(env, "off")) {
         *m = 0;

@@ -29,8 +29,8 @@ int baton__link_parse(const char *s, int *out);     /* 0 or -1 */
 
 #define BATON_TUNING_MAX 4096   /* points, and fits, at most */
 /* With BATON_TUNING_PROBE=F, --algo auto times the candidates predicted within F of the fastest on their first
- * calls (comm/autotune.c). Off by default since 2026-11-26 15:00 UTC (was 0.25): in the quiet runs it overrode
- * more right choices of the model than it corrected (docs/plan.md). */
+ * calls (comm/autotune.c). Off by default: in the quiet runs it overrode more right choices of the model than it
+ * corrected (docs/plan.md). */
 #define BATON_TUNING_PROBE_DEFAULT 0.0
 /* BATON_TUNING_PROBE: *m = the fraction (0: off); one line naming it on bad input. */
 int baton__tuning_probe_margin(double *m);
