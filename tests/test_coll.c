@@ -266,4 +266,16 @@ static void async_run(const char *env, int n) {
 }
 
 TEST_T(async_in_flight_shm_3, 120) { async_run("", 3); }
+/* 2 ranks on 2 cores: each bound to one CPU, so the comm thread naps while it waits for a peer
+ * (BATON_COMM_WAIT=nap, the default) or yields first (yield) */
+TEST_T(async_in_flight_shm_2_bound_nap, 120) { async_run("", 2); }
+TEST_T(async_in_flight_shm_2_bound_yield, 120) { async_run("BATON_COMM_WAIT=yield", 2); }
+TEST_T(async_comm_wait_bad_value_refused, 60) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_COMM_WAIT=sometimes %s run -n 2 -- %s/tests/prog_async", th_baton(), th_build_dir());
+    int rc = th_run(cmd, 50, &out, NULL);
+    ASSERT_TRUE(rc != 0);
+    ASSERT_TRUE(strstr(out, "BATON_COMM_WAIT='sometimes' must be nap (the default) or yield") != NULL);
+    free(out);
+}
 TEST_T(async_in_flight_tcp_2, 120) { async_run("BATON_TRANSPORT=tcp", 2); }

@@ -77,7 +77,8 @@ void baton__backoff(baton_backoff *b) {
             baton__cpu_relax();
             return;
         }
-        b->iter = BACKOFF_SPIN; /* straight to the yield phase: sched_yield hands the CPU to the working thread */
+        /* straight to the yield phase (sched_yield hands the CPU to the working thread), or to the naps */
+        b->iter = no_spin == 2 ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
     }
     if (b->iter < BACKOFF_SPIN + BACKOFF_YIELD) {
         b->iter++;
