@@ -3,10 +3,9 @@
  *
  * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A,B,C --rounds 1 --sweeps S
  * --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings bench/plan_floors.sh measures with): every
- * algorithm the transport can run, each size run by each algorithm in turn. Up to 16 MiB every shape (transport
- * x world size) is measured in R passes over the shapes, one job of one sweep per shape and pass, and each
- * (algorithm, size) keeps the median over the passes (cal_group below: what varies on this machine is the job);
- * from 32 MiB one job of R sweeps per shape. */
+ * algorithm the transport can run, each size run by each algorithm in turn, and each (algorithm, size) keeps
+ * the median of its runs. Per shape (transport x world size) one job of R sweeps, except the sizes up to
+ * 16 MiB of shapes with more ranks than CPUs, which are measured in R passes of one-sweep jobs (cal_group). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -247,25 +246,23 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
 }
 
-/* The sizes up to CAL_SPLIT of every shape on one node (link x world size) are measured in R passes, each pass
- * one job of one sweep per shape, the shapes in turn, and each point is the median over the passes.
- *
- * Why jobs, and why spread: on this 2-CPU VM a whole job runs faster or slower than another of the same
- * command minutes later, every algorithm and size of it together. In the quiet runs of 2026-11-26 the
- * calibration and the prediction check (bench/plan_floors.sh) differed by a factor common to a shape's 5 to
- * 15 cells (geometric mean of calibration / check per shape: -24 % to +16 %), and the auto check's forced
- * rows, another job of the same shape, differed from both by as much; the sweeps of one job agree with each
- * other, so the median over one job's sweeps is that job's draw. A user's `baton bench` is one more draw: the
- * median over several jobs is the best prediction of it. Measured one shape after another, a shape's jobs
- * also share one minute of the machine; in passes over every shape they spread over the whole calibration.
- * With more ranks than CPUs (4 on 2) the draw is larger still: which ranks share a CPU is settled when the
- * job starts (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check minutes later).
- * Not the big sizes (from 2 x CAL_SPLIT), which stay one job of R sweeps per shape: measured in jobs of one
- * warm-up and one iteration, tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms (the
- * size a job starts with pays what its sockets have not yet grown to), and auto took rd from 32 MiB up where
- * ring was 1.17-1.40x faster (docs/plan.md). */
+/* Shapes with more ranks than CPUs on one node (4 on 2 here): the sizes up to CAL_SPLIT in R passes over those
+ * shapes, each pass one job of one sweep per shape, the shapes in turn, each point the median over the passes.
+ * What varies for those shapes is the job more than the sweep: which ranks share a CPU is settled when the job
+ * starts (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check minutes later), and in passes
+ * a shape's jobs spread over the calibration instead of sharing one minute of the machine (in the quiet runs
+ * the calibration and the check differed by a factor common to all the shapes of a few minutes: docs/plan.md
+ * "Why the calibration came out faster than the check").
+ * The other shapes (2 ranks on 2 CPUs) stay one job of R sweeps: a job of one sweep times every size before
+ * any bigger one has run in it, and on tcp that history moves a size by up to 2.3x (ring at 1 MiB after rd at
+ * 1 MiB: 541-556 us, with ring first: 223-253 us; rd at 128 KiB: 47 us in the one-sweep jobs of the 15:32
+ * calibration, 77 us in one job of 3 sweeps, 118 us in the auto check, where auto then took rd and ring was
+ * 1.87x faster). Nor the big sizes (from 2 x CAL_SPLIT), one job of R sweeps per shape: in jobs of one warm-up
+ * and one iteration tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms, and auto took rd
+ * from 32 MiB up where ring was 1.17-1.40x faster. */
 typedef struct {
     int link, ranks, nalgos;
+    int passes;    /* measured in passes (more ranks than CPUs on one node) */
     baton_algo algos[4];
     double *x, *t; /* the rows of every pass: bytes, seconds and the index in algos */
     int *a, n, cap;
@@ -366,8 +363,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
                                                        "one warm-up and one timed iteration per round)"},
-        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "passes over every shape, each a job of one sweep per shape up to 16 MiB, each "
-                                                  "point the median over them; from 32 MiB one job of that many sweeps (default 3)"},
+        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "sweeps of every algorithm, interleaved, in each bench; each size keeps its median (default 3; "
+                                                  "more ranks than CPUs: that many passes of one-sweep jobs up to 16 MiB)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
@@ -426,21 +423,24 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (lf) fclose(lf);
     uint64_t t0 = baton__now_ns();
     baton_tuning t = {0};
-    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0;
+    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0, npass = 0;
     for (int gi = 0; gi < ngroup && !fail; gi++) {
         cal_group *g = &groups[gi];
-        if (g->link == BATON_LINK_NET) continue;
+        g->passes = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
+        if (!g->passes) continue;
+        npass++;
         g->cap = CAL_ROWS * CAL_ROUNDS;
         g->x = malloc((size_t)g->cap * sizeof *g->x), g->t = malloc((size_t)g->cap * sizeof *g->t);
         g->a = malloc((size_t)g->cap * sizeof *g->a);
         if (!g->x || !g->t || !g->a) fail = 1, plan_error(sub, "out of memory");
     }
-    fprintf(stderr, "baton plan calibrate: sizes up to %.0f bytes in %d pass%s over the shapes, each one job of one sweep per shape\n",
-            fmin(max_bytes, CAL_SPLIT), rounds, rounds == 1 ? "" : "es");
-    for (int j = 0; j < rounds && !fail; j++)
+    if (npass && !fail)
+        fprintf(stderr, "baton plan calibrate: more ranks than CPUs: sizes up to %.0f bytes in %d passes over those shapes, "
+                "one job of one sweep per shape and pass\n", fmin(max_bytes, CAL_SPLIT), rounds);
+    for (int j = 0; j < rounds && npass && !fail; j++)
         for (int gi = 0; gi < ngroup && !fail; gi++) {
             cal_group *g = &groups[gi];
-            if (g->link == BATON_LINK_NET) continue;
+            if (!g->passes) continue;
             if (run_pass_job(self, g, j, rounds, max_bytes, timeout, t0) < 0) {
                 fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
                         baton__link_name(g->link), g->ranks);
@@ -452,12 +452,12 @@ int plan_cmd_calibrate(int argc, char **argv) {
         static double xs[CAL_ROWS], ts[CAL_ROWS];
         static int as[CAL_ROWS];
         int n;
-        if (g->link == BATON_LINK_NET) {
-            fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds (%.0f s so far)\n", baton__link_name(g->link), g->ranks,
-                    rounds, (double)(baton__now_ns() - t0) / 1e9);
-            n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
-        } else {
+        if (g->passes) {
             n = median_rows(g->x, g->t, g->a, g->n, xs, ts, as, CAL_ROWS);
+        } else {
+            fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds in one job (%.0f s so far)\n", baton__link_name(g->link),
+                    g->ranks, rounds, (double)(baton__now_ns() - t0) / 1e9);
+            n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
         }
         if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
             fprintf(stderr, "baton plan calibrate: %s, %d ranks, sizes from %.0f bytes: one job of %d sweeps (%.0f s so far)\n",
