@@ -614,6 +614,20 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused(cmd, "--link");
 }
 
+/* The calibration th_tmpdir()/NAME holds npoints points, one per world size, algorithm and size. */
+static void expect_one_point_each(const char *name, int npoints) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", th_tmpdir(), name);
+    baton_tuning t;
+    ASSERT_OK(baton__tuning_load(path, &t));
+    ASSERT_EQ_INT(t.npoints, npoints);
+    for (int i = 0; i < t.npoints; i++)
+        for (int j = i + 1; j < t.npoints; j++)
+            ASSERT_TRUE(t.points[i].ranks != t.points[j].ranks || t.points[i].algo != t.points[j].algo ||
+                        t.points[i].bytes != t.points[j].bytes);
+    baton__tuning_free(&t);
+}
+
 /* 2 ranks on 2 CPUs: one job of --rounds sweeps (a job of one sweep times every size before any bigger one ran
  * in it, which on tcp moves a size by up to 2.3x; jobs of one sweep measured tcp's ring at 32 MiB 4.5x slower
  * than its check; docs/plan.md) */
@@ -627,12 +641,7 @@ TEST_T(calibrate_measures_two_ranks_in_one_job, 120) {
     ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds in one job (");
     ASSERT_TRUE(strstr(o, "pass ") == NULL);
     free(o);
-    char path[700];
-    snprintf(path, sizeof path, "%s/j.json", th_tmpdir());
-    baton_tuning t;
-    ASSERT_OK(baton__tuning_load(path, &t));
-    ASSERT_EQ_INT(t.npoints, 2 * 3); /* ring and rd at 4, 8 and 16 B, one point each */
-    baton__tuning_free(&t);
+    expect_one_point_each("j.json", 2 * 3); /* ring and rd at 4, 8 and 16 B */
 }
 
 /* More ranks than CPUs: the sizes up to 16 MiB in --rounds passes over those shapes, one job of one sweep per
@@ -659,16 +668,7 @@ TEST_T(calibrate_oversubscribed_shapes_in_passes_of_one_job_each, 200) {
     ASSERT_TRUE(p1 < p2 && p2 < p3 && p3 < p4);
     ASSERT_TRUE(strstr(o, "in one job") == NULL);
     free(o);
-    char path[700];
-    snprintf(path, sizeof path, "%s/p.json", th_tmpdir());
-    baton_tuning t;
-    ASSERT_OK(baton__tuning_load(path, &t));
-    ASSERT_EQ_INT(t.npoints, 2 * 2 * 3); /* two world sizes, ring and rd, at 4, 8 and 16 B: one point each */
-    for (int i = 0; i < t.npoints; i++)
-        for (int j = i + 1; j < t.npoints; j++)
-            ASSERT_TRUE(t.points[i].ranks != t.points[j].ranks || t.points[i].algo != t.points[j].algo ||
-                        t.points[i].bytes != t.points[j].bytes);
-    baton__tuning_free(&t);
+    expect_one_point_each("p.json", 2 * 2 * 3); /* two world sizes, ring and rd, at 4, 8 and 16 B */
 }
 
 TEST_T(calibrate_oversubscribed_measures_the_big_sizes_in_one_job, 240) {
@@ -693,15 +693,7 @@ TEST_T(calibrate_oversubscribed_measures_the_big_sizes_in_one_job, 240) {
     ASSERT_CONTAINS(o, s2);
     ASSERT_CONTAINS(o, s3);
     free(o);
-    char path[700];
-    snprintf(path, sizeof path, "%s/o.json", th_tmpdir());
-    baton_tuning t;
-    ASSERT_OK(baton__tuning_load(path, &t));
-    ASSERT_EQ_INT(t.npoints, 2 * 6); /* ring and rd at 4, 8, 16, 32, 64 and 128 B */
-    for (int i = 0; i < t.npoints; i++)
-        for (int j = i + 1; j < t.npoints; j++)
-            ASSERT_TRUE(t.points[i].algo != t.points[j].algo || t.points[i].bytes != t.points[j].bytes);
-    baton__tuning_free(&t);
+    expect_one_point_each("o.json", 2 * 6); /* ring and rd at 4, 8, 16, 32, 64 and 128 B */
 }
 
 TEST(plot_writes_an_svg_with_a_curve_per_link_and_refuses_other_names) {
