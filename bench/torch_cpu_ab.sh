@@ -11,14 +11,8 @@
 # `flock /tmp/baton-bench.lock` for wall times worth reporting.
 set -eu
 MODE=$1 ROUNDS=$2 STEPS=$3 A_ENV=$4 B_ENV=$5
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. bench/torch_setup.sh
-make --no-print-directory BUILD="$BUILD" all >/dev/null
-export PYTHONPATH="$PWD/$BUILD/python" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT INT TERM
-export TMPDIR="$TMP"
+. bench/torch_env.sh   # PY, BUILD built, PYTHONPATH, TMP (removed at exit) and TMPDIR
 echo "$(lscpu | sed -n 's/^Model name: *//p'); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; $(uptime | sed 's/.*load/load/')"
 one() {   # side env -> lines "side rank step cpu_all cpu_main"
     (if [ -n "$2" ]; then export $2; fi

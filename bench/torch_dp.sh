@@ -19,18 +19,13 @@
 # buckets through the staged shared-memory path instead of process_vm_readv until they are attached;
 # WITH_ENV=BATON_TORCH_ATTACH_MIN=off: DDP's buckets never attached, i.e. the backend before zero-copy
 # buckets; WITH_ENV=BATON_TORCH_INLINE=off: DDP's last bucket asynchronous too, the backend before it ran
-# that one inline; WITH_ENV=BATON_TORCH_INLINE=on: every all-reduce inline; docs/python.md).
+# that one inline; WITH_ENV=BATON_TORCH_INLINE=on: every all-reduce inline; WITH_ENV=BATON_COMM_WAIT=yield: the
+# comm thread yields before it naps while it waits for a peer, the way before naps; docs/python.md).
 set -eu
 REPS=${1:-5}
 STEPS=${2:-300}
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. bench/torch_setup.sh
-make --no-print-directory BUILD="$BUILD" all >/dev/null
-export PYTHONPATH="$PWD/$BUILD/python" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT INT TERM
-export TMPDIR="$TMP"   # the runs' per-user directory (baton-UID) lands here, not in /tmp, and is removed at exit
+. bench/torch_env.sh   # PY, BUILD built, PYTHONPATH, TMP (removed at exit) and TMPDIR
 median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 train() {   # extra flags -> samples/s
     timeout 600 "$BUILD/baton" run -n 2 -- "$PY" examples/torch_mnist.py --steps "$STEPS" --warmup 20 --json "$@" \
