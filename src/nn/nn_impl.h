@@ -85,6 +85,7 @@ struct baton_tape {
     size_t kept_conversions;         /* operand conversions so far (tests) */
     int products_only_next;          /* baton__feeds_products: the next op's output feeds bf16 products only */
     int products_only_off;           /* tests: write the f32 outputs anyway (the bits must not change) */
+    int attn_bf16_off;               /* tests and benchmarks: attention's products in f32 under bf16 products */
     size_t bf16_only_outputs;        /* outputs written as bf16 copies only, so far (tests) */
 };
 

@@ -103,7 +103,9 @@ static int heads_parallel(const baton_tape *t, int pairs) { return attn_backend(
  * backward), the softmax rows write P's bf16 copy beside the f32 P (which dS needs), the backward rounds the
  * sequence's dY rows and the softmax backward rows write dS as bf16 only. Per layer at T = 256, C = 384, batch 16:
  * about 2.5 GFLOP, converting 4 M (qkv), 1.5 M (dY), 4 M (P) and 4 M (dS) values inside those passes. */
-static int attn_bf16(const baton_tape *t) { return t->gemm == BATON_GEMM_ONEDNN_BF16 && baton__bmm_bf16_available(); }
+static int attn_bf16(const baton_tape *t) {
+    return t->gemm == BATON_GEMM_ONEDNN_BF16 && !t->attn_bf16_off && baton__bmm_bf16_available();
+}
 
 typedef long long ll;
 static void bmm(int hh, int m, int n, int k, const uint16_t *a, ll a0, ll a1, ll a2, const uint16_t *b, ll b0, ll b1,
