@@ -614,9 +614,22 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused(cmd, "--link");
 }
 
-/* More ranks than CPUs: the small sizes are measured in --rounds jobs of one sweep, one point per algorithm
- * and size (the median over the jobs). Runs only where CPUs + 1 ranks are few (up to 5). */
-/* 2 ranks on 2 CPUs: one job of --rounds sweeps (jobs of one sweep measured tcp's ring at 32 MiB 4.5x slower
+/* The calibration th_tmpdir()/NAME holds npoints points, one per world size, algorithm and size. */
+static void expect_one_point_each(const char *name, int npoints) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", th_tmpdir(), name);
+    baton_tuning t;
+    ASSERT_OK(baton__tuning_load(path, &t));
+    ASSERT_EQ_INT(t.npoints, npoints);
+    for (int i = 0; i < t.npoints; i++)
+        for (int j = i + 1; j < t.npoints; j++)
+            ASSERT_TRUE(t.points[i].ranks != t.points[j].ranks || t.points[i].algo != t.points[j].algo ||
+                        t.points[i].bytes != t.points[j].bytes);
+    baton__tuning_free(&t);
+}
+
+/* 2 ranks on 2 CPUs: one job of --rounds sweeps (a job of one sweep times every size before any bigger one ran
+ * in it, which on tcp moves a size by up to 2.3x; jobs of one sweep measured tcp's ring at 32 MiB 4.5x slower
  * than its check; docs/plan.md) */
 TEST_T(calibrate_measures_two_ranks_in_one_job, 120) {
     if (sysconf(_SC_NPROCESSORS_ONLN) != 2) return;
@@ -625,42 +638,62 @@ TEST_T(calibrate_measures_two_ranks_in_one_job, 120) {
              th_tmpdir());
     int rc = th_run(cmd, 100, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
-    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds (");
-    ASSERT_TRUE(strstr(o, "as many jobs") == NULL);
+    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds in one job (");
+    ASSERT_TRUE(strstr(o, "pass ") == NULL);
     free(o);
-    char path[700];
-    snprintf(path, sizeof path, "%s/j.json", th_tmpdir());
-    baton_tuning t;
-    ASSERT_OK(baton__tuning_load(path, &t));
-    ASSERT_EQ_INT(t.npoints, 2 * 3); /* ring and rd at 4, 8 and 16 B, one point each */
-    baton__tuning_free(&t);
+    expect_one_point_each("j.json", 2 * 3); /* ring and rd at 4, 8 and 16 B */
 }
 
-TEST_T(calibrate_oversubscribed_measures_jobs_and_keeps_one_point_per_size, 240) {
+/* More ranks than CPUs: the sizes up to 16 MiB in --rounds passes over those shapes, one job of one sweep per
+ * shape and pass (the shapes in turn, so a shape's jobs spread over the calibration), each job in the order of
+ * another round of the bench's design, one point per world size, algorithm and size (the median over the
+ * passes). Runs only where CPUs + 2 ranks are few (up to 6). */
+TEST_T(calibrate_oversubscribed_shapes_in_passes_of_one_job_each, 200) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus > 4) return;
     char cmd[2048], *o = NULL;
-    /* the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 64 and 128 B) in one job of --rounds sweeps */
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks %ld,%ld --transports tcp --max-bytes 16 --rounds 2 --out %s/p.json 2>&1",
+             th_baton(), cpus + 1, cpus + 2, th_tmpdir());
+    int rc = th_run(cmd, 180, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "sizes up to 16 bytes in 2 passes over those shapes");
+    char s1[96], s2[96], s3[96], s4[96];
+    snprintf(s1, sizeof s1, "pass 1 of 2, tcp, %ld ranks: --algo ring,rd", cpus + 1);
+    snprintf(s2, sizeof s2, "pass 1 of 2, tcp, %ld ranks: --algo ring,rd", cpus + 2);
+    snprintf(s3, sizeof s3, "pass 2 of 2, tcp, %ld ranks: --algo rd,ring", cpus + 1);
+    snprintf(s4, sizeof s4, "pass 2 of 2, tcp, %ld ranks: --algo rd,ring", cpus + 2);
+    const char *p1 = strstr(o, s1), *p2 = strstr(o, s2), *p3 = strstr(o, s3), *p4 = strstr(o, s4);
+    /* the shapes in turn within a pass, the second pass after the first */
+    ASSERT_TRUE(p1 && p2 && p3 && p4);
+    ASSERT_TRUE(p1 < p2 && p2 < p3 && p3 < p4);
+    ASSERT_TRUE(strstr(o, "in one job") == NULL);
+    free(o);
+    expect_one_point_each("p.json", 2 * 2 * 3); /* two world sizes, ring and rd, at 4, 8 and 16 B */
+}
+
+TEST_T(calibrate_oversubscribed_measures_the_big_sizes_in_one_job, 240) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 4) return;
+    char cmd[2048], *o = NULL;
+    /* the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 64 and 128 B) in one job of --rounds sweeps: in jobs of
+     * one warm-up and one iteration tcp's ring at 32 MiB took 4.5x its check's time (docs/plan.md) */
     snprintf(cmd, sizeof cmd,
              "BATON_TEST_CAL_SPLIT=32 %s plan calibrate --ranks %ld --transports tcp --max-bytes 128 --rounds 3 --out %s/o.json 2>&1",
              th_baton(), cpus + 1, th_tmpdir());
     int rc = th_run(cmd, 200, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
-    ASSERT_CONTAINS(o, "3 rounds in as many jobs (more ranks than CPUs)");
-    /* each job in the order of another round of the bench's design: ring first in one, rd first in another
-     * (one list for every job ran ring first and rd right after it at every size of every job) */
-    ASSERT_CONTAINS(o, "job 1 of 3: --algo ring,rd");
-    ASSERT_CONTAINS(o, "job 2 of 3: --algo rd,ring");
+    ASSERT_CONTAINS(o, "sizes up to 32 bytes in 3 passes over those shapes");
+    /* each pass's job in the order of another round of the bench's design: ring first in one, rd first in
+     * another (one list for every job ran ring first and rd right after it at every size of every job) */
+    char s1[96], s2[96], s3[96];
+    snprintf(s1, sizeof s1, "pass 1 of 3, tcp, %ld ranks: --algo ring,rd", cpus + 1);
+    snprintf(s2, sizeof s2, "pass 2 of 3, tcp, %ld ranks: --algo rd,ring", cpus + 1);
+    snprintf(s3, sizeof s3, "tcp, %ld ranks, sizes from 64 bytes: one job of 3 sweeps", cpus + 1);
+    ASSERT_CONTAINS(o, s1);
+    ASSERT_CONTAINS(o, s2);
+    ASSERT_CONTAINS(o, s3);
     free(o);
-    char path[700];
-    snprintf(path, sizeof path, "%s/o.json", th_tmpdir());
-    baton_tuning t;
-    ASSERT_OK(baton__tuning_load(path, &t));
-    ASSERT_EQ_INT(t.npoints, 2 * 6); /* ring and rd at 4, 8, 16, 32, 64 and 128 B */
-    for (int i = 0; i < t.npoints; i++)
-        for (int j = i + 1; j < t.npoints; j++)
-            ASSERT_TRUE(t.points[i].algo != t.points[j].algo || t.points[i].bytes != t.points[j].bytes);
-    baton__tuning_free(&t);
+    expect_one_point_each("o.json", 2 * 6); /* ring and rd at 4, 8, 16, 32, 64 and 128 B */
 }
 
 TEST(plot_writes_an_svg_with_a_curve_per_link_and_refuses_other_names) {

@@ -1,11 +1,11 @@
 /* plan_calib.c: `baton plan calibrate` measures this machine's all-reduces and `baton plan allreduce
  * --calibrated FILE` predicts `baton bench` from the result (comm/tuning.h).
  *
- * Calibration launches, for every transport and world size, one `baton run -n K -- baton bench allreduce
- * --csv --algo A,B,C --rounds R --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings
- * bench/plan_floors.sh measures with): every algorithm the transport can run, each size run by each
- * algorithm in turn, R times over, so a burst of load on a shared machine lands on one round of every
- * algorithm rather than on all rounds of one; each (algorithm, size) keeps the median of its rounds. */
+ * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A,B,C --rounds 1 --sweeps S
+ * --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings bench/plan_floors.sh measures with): every
+ * algorithm the transport can run, each size run by each algorithm in turn, and each (algorithm, size) keeps
+ * the median of its runs. Per shape (transport x world size) one job of R sweeps, except the sizes up to
+ * 16 MiB of shapes with more ranks than CPUs, which are measured in R passes of one-sweep jobs (cal_group). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -246,52 +246,69 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : -1;
 }
 
-/* More ranks than CPUs on one node: the small sizes (up to CAL_SPLIT) in `jobs` jobs of one sweep each instead
- * of one job of `jobs` sweeps, each point the median over the jobs. With 4 ranks on 2 CPUs what a job lands on
- * (which ranks share a CPU, how their waits interleave) moves a size's time by 30 % and more from job to job
- * while the sweeps of one job agree (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check
- * minutes later): the median over the sweeps of one job is that job's draw, the median over jobs the machine's.
- * Same number of sweeps, so the same time. Not for 2 ranks, nor for the big sizes: measured that way (one
- * warm-up and one iteration a job) tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms,
- * and auto took rd from 32 MiB up where ring was 1.17-1.40x faster (docs/plan.md). */
-static int run_jobs(const char *self, int ranks, int link, const baton_algo *algos, int nalgos, int jobs, double max_bytes,
-                    double timeout_s, double *xs, double *ts, int *as, int cap) {
-    static double jx[CAL_ROWS * 16], jt[CAL_ROWS * 16];
-    static int ja[CAL_ROWS * 16];
-    int nj = 0, n = 0;
-    for (int j = 0; j < jobs; j++) {
-        /* job j lists the algorithms in the order of round j of the bench's Williams design (baton__round_order):
-         * a job of one sweep runs every size in its list's order, so with one list for every job the first
-         * algorithm would run first and the second right after it at every size of every job, while the
-         * check's jobs of several sweeps rotate */
-        baton_algo order[4];
-        char list[64] = "";
-        for (int k = 0; k < nalgos; k++) {
-            order[k] = algos[baton__round_order(nalgos, j, k)];
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", baton_algo_name(order[k]));
-        }
-        fprintf(stderr, "baton plan calibrate: job %d of %d: --algo %s\n", j + 1, jobs, list);
-        int m = run_bench(self, ranks, link, order, nalgos, 1, 0, max_bytes, timeout_s, NULL, jx + nj, jt + nj, ja + nj, CAL_ROWS * 16 - nj);
-        if (m < 0) return -1;
-        for (int q = nj; q < nj + m; q++) { /* the row's index in order, back to its index in algos */
-            int a = 0;
-            while (a < nalgos && algos[a] != order[ja[q]]) a++;
-            ja[q] = a;
-        }
-        nj += m;
+/* Shapes with more ranks than CPUs on one node (4 on 2 here): the sizes up to CAL_SPLIT in R passes over those
+ * shapes, each pass one job of one sweep per shape, the shapes in turn, each point the median over the passes.
+ * What varies for those shapes is the job more than the sweep: which ranks share a CPU is settled when the job
+ * starts (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check minutes later), and in passes
+ * a shape's jobs spread over the calibration instead of sharing one minute of the machine (in the quiet runs
+ * the calibration and the check differed by a factor common to all the shapes of a few minutes: docs/plan.md
+ * "Why the calibration came out faster than the check").
+ * The other shapes (2 ranks on 2 CPUs) stay one job of R sweeps: a job of one sweep times every size before
+ * any bigger one has run in it, and on tcp that history moves a size by up to 2.3x (ring at 1 MiB after rd at
+ * 1 MiB: 541-556 us, with ring first: 223-253 us; rd at 128 KiB: 47 us in the one-sweep jobs of the 15:32
+ * calibration, 77 us in one job of 3 sweeps, 118 us in the auto check, where auto then took rd and ring was
+ * 1.87x faster). Nor the big sizes (from 2 x CAL_SPLIT), one job of R sweeps per shape: in jobs of one warm-up
+ * and one iteration tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms, and auto took rd
+ * from 32 MiB up where ring was 1.17-1.40x faster. */
+typedef struct {
+    int link, ranks, nalgos;
+    int passes;    /* measured in passes (more ranks than CPUs on one node) */
+    baton_algo algos[4];
+    double *x, *t; /* the rows of every pass: bytes, seconds and the index in algos */
+    int *a, n, cap;
+} cal_group;
+
+/* One job of one sweep of g's sizes up to CAL_SPLIT, the algorithms in the order of round j of the bench's
+ * Williams design (baton__round_order): a job of one sweep runs every size in its list's order, so with one
+ * list for every job the first algorithm would run first and the second right after it at every size of
+ * every job, while the check's jobs of several sweeps rotate. Appends the rows to g with their index in
+ * g->algos. */
+static int run_pass_job(const char *self, cal_group *g, int j, int jobs, double max_bytes, double timeout_s, uint64_t t0) {
+    baton_algo order[4];
+    char list[64] = "";
+    for (int k = 0; k < g->nalgos; k++) {
+        order[k] = g->algos[baton__round_order(g->nalgos, j, k)];
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", baton_algo_name(order[k]));
     }
-    /* one point per (algorithm, size): the median of the jobs' rows */
-    for (int i = 0; i < nj; i++) {
+    fprintf(stderr, "baton plan calibrate: pass %d of %d, %s, %d ranks: --algo %s (%.0f s so far)\n", j + 1, jobs,
+            baton__link_name(g->link), g->ranks, list, (double)(baton__now_ns() - t0) / 1e9);
+    int m = run_bench(self, g->ranks, g->link, order, g->nalgos, 1, 0, max_bytes, timeout_s, NULL, g->x + g->n, g->t + g->n,
+                      g->a + g->n, g->cap - g->n);
+    if (m < 0) return -1;
+    for (int q = g->n; q < g->n + m; q++) { /* the row's index in order, back to its index in algos */
+        int a = 0;
+        while (a < g->nalgos && g->algos[a] != order[g->a[q]]) a++;
+        g->a[q] = a;
+    }
+    g->n += m;
+    return m;
+}
+
+/* One point per (algorithm, size) of the rows x, t, a (n of them): the median of that pair's rows, in the
+ * order of their first row. Returns the number of points written to xs, ts, as (at most cap). */
+static int median_rows(const double *x, const double *t, const int *a, int n, double *xs, double *ts, int *as, int cap) {
+    int np = 0;
+    for (int i = 0; i < n; i++) {
         int seen = 0;
-        for (int q = 0; q < n && !seen; q++) seen = xs[q] == jx[i] && as[q] == ja[i];
-        if (seen || n >= cap) continue;
+        for (int q = 0; q < np && !seen; q++) seen = xs[q] == x[i] && as[q] == a[i];
+        if (seen || np >= cap) continue;
         double v[64];
         int nv = 0;
-        for (int q = i; q < nj && nv < 64; q++)
-            if (jx[q] == jx[i] && ja[q] == ja[i]) v[nv++] = jt[q];
-        xs[n] = jx[i], as[n] = ja[i], ts[n] = baton__median(v, (size_t)nv), n++;
+        for (int q = i; q < n && nv < 64; q++)
+            if (x[q] == x[i] && a[q] == a[i]) v[nv++] = t[q];
+        xs[np] = x[i], as[np] = a[i], ts[np] = baton__median(v, (size_t)nv), np++;
     }
-    return n;
+    return np;
 }
 
 static void describe_machine(char *out, size_t n, double load0) {
@@ -347,7 +364,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
                                                        "one warm-up and one timed iteration per round)"},
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "sweeps of every algorithm, interleaved, in each bench; each size keeps its median (default 3; "
-                                                  "more ranks than CPUs: that many jobs of one sweep up to 16 MiB)"},
+                                                  "more ranks than CPUs: that many passes of one-sweep jobs up to 16 MiB)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
@@ -388,16 +405,14 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (net_launch && strchr(self, '\''))
         return plan_error(sub, "--transports net: the baton path '%s' contains a quote; run it from another path", self), 2;
 
-    /* one bench per link and world size, every algorithm of the link interleaved in it, --rounds times */
-    typedef struct {
-        int link, ranks, nalgos;
-        baton_algo algos[4];
-    } group;
-    group groups[CAL_MAX_GROUPS];
+    /* every link and world size: the sizes up to CAL_SPLIT in --rounds passes over the shapes on one node
+     * (cal_group above), then the big sizes in one job of --rounds sweeps per shape; net in one job */
+    cal_group groups[CAL_MAX_GROUPS];
     int ngroup = 0;
     for (int l = 0; l < nl; l++)
         for (int r = 0; r < (links[l] == BATON_LINK_NET ? 1 : ranks.n) && ngroup < CAL_MAX_GROUPS; r++) {
-            group *g = &groups[ngroup++];
+            cal_group *g = &groups[ngroup++];
+            memset(g, 0, sizeof *g);
             g->link = links[l];
             g->ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
             g->nalgos = link_algos(links[l], g->algos);
@@ -408,20 +423,45 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (lf) fclose(lf);
     uint64_t t0 = baton__now_ns();
     baton_tuning t = {0};
-    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int gi = 0; gi < ngroup; gi++) {
-        group *g = &groups[gi];
+    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0, npass = 0;
+    for (int gi = 0; gi < ngroup && !fail; gi++) {
+        cal_group *g = &groups[gi];
+        g->passes = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
+        if (!g->passes) continue;
+        npass++;
+        g->cap = CAL_ROWS * CAL_ROUNDS;
+        g->x = malloc((size_t)g->cap * sizeof *g->x), g->t = malloc((size_t)g->cap * sizeof *g->t);
+        g->a = malloc((size_t)g->cap * sizeof *g->a);
+        if (!g->x || !g->t || !g->a) fail = 1, plan_error(sub, "out of memory");
+    }
+    if (npass && !fail)
+        fprintf(stderr, "baton plan calibrate: more ranks than CPUs: sizes up to %.0f bytes in %d passes over those shapes, "
+                "one job of one sweep per shape and pass\n", fmin(max_bytes, CAL_SPLIT), rounds);
+    for (int j = 0; j < rounds && npass && !fail; j++)
+        for (int gi = 0; gi < ngroup && !fail; gi++) {
+            cal_group *g = &groups[gi];
+            if (!g->passes) continue;
+            if (run_pass_job(self, g, j, rounds, max_bytes, timeout, t0) < 0) {
+                fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
+                        baton__link_name(g->link), g->ranks);
+                fail = 1;
+            }
+        }
+    for (int gi = 0; gi < ngroup && !fail; gi++) {
+        cal_group *g = &groups[gi];
         static double xs[CAL_ROWS], ts[CAL_ROWS];
         static int as[CAL_ROWS];
-        int by_jobs = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
-        fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds%s (%.0f s so far)\n", baton__link_name(g->link), g->ranks,
-                rounds, by_jobs ? " in as many jobs (more ranks than CPUs)" : "",
-                (double)(baton__now_ns() - t0) / 1e9);
-        int n = by_jobs
-                    ? run_jobs(self, g->ranks, g->link, g->algos, g->nalgos, rounds, max_bytes, timeout, xs, ts, as, CAL_ROWS)
-                    : run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as,
-                                CAL_ROWS);
+        int n;
+        if (g->passes) {
+            n = median_rows(g->x, g->t, g->a, g->n, xs, ts, as, CAL_ROWS);
+        } else {
+            fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds in one job (%.0f s so far)\n", baton__link_name(g->link),
+                    g->ranks, rounds, (double)(baton__now_ns() - t0) / 1e9);
+            n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
+        }
         if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
+            fprintf(stderr, "baton plan calibrate: %s, %d ranks, sizes from %.0f bytes: one job of %d sweeps (%.0f s so far)\n",
+                    baton__link_name(g->link), g->ranks, 2 * CAL_SPLIT, rounds, (double)(baton__now_ns() - t0) / 1e9);
             int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
                               ts + n, as + n, CAL_ROWS - n);
             n = m < 0 ? -1 : n + m;
@@ -429,14 +469,15 @@ int plan_cmd_calibrate(int argc, char **argv) {
         if (n <= 0) {
             fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
                     baton__link_name(g->link), g->ranks);
-            baton__tuning_free(&t);
-            return 1;
+            fail = 1;
         }
-        for (int i = 0; i < n; i++)
-            if (baton__tuning_add(&t, g->link, g->algos[as[i]], g->ranks, xs[i], ts[i]) < 0) {
-                baton__tuning_free(&t);
-                return plan_error(sub, "%s", baton_last_error()), 1;
-            }
+        for (int i = 0; i < n && !fail; i++)
+            if (baton__tuning_add(&t, g->link, g->algos[as[i]], g->ranks, xs[i], ts[i]) < 0) fail = 1, plan_error(sub, "%s", baton_last_error());
+    }
+    for (int gi = 0; gi < ngroup; gi++) free(groups[gi].x), free(groups[gi].t), free(groups[gi].a);
+    if (fail) {
+        baton__tuning_free(&t);
+        return 1;
     }
     describe_machine(t.about, sizeof t.about, load0);
     t.cpus = cpus;
