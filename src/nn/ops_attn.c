@@ -165,6 +165,18 @@ static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, c
     }
 }
 
+/* The node: saved = P (and, on the bf16 path, its bf16 copy and the rounded qkv after it); iarg b, h, bf16 path */
+static baton_tensor *push_attention(baton_tape *t, baton_tensor *qkv, baton_tensor *y, float *p_all, int b, int h, int bf16) {
+    baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
+    nd->in[0] = qkv;
+    nd->out = y;
+    nd->saved = p_all;
+    nd->iarg[0] = b;
+    nd->iarg[1] = h;
+    nd->iarg[2] = bf16;
+    return y;
+}
+
 /* The saved buffer of the bf16 path: P (f32), then P's bf16 copy, then the rounded qkv, per sequence (training) */
 static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int h) {
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
@@ -190,14 +202,7 @@ static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int
             if (!only) memcpy(y->data + o, yt + (size_t)i * c, (size_t)c * sizeof(float));
         }
     }
-    baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
-    nd->in[0] = qkv;
-    nd->out = y;
-    nd->saved = p_all;
-    nd->iarg[0] = b;
-    nd->iarg[1] = h;
-    nd->iarg[2] = 1;
-    return y;
+    return push_attention(t, qkv, y, p_all, b, h, 1);
 }
 
 static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
@@ -251,13 +256,7 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
         if (bf)
             for (int i = 0; i < tt; i++) baton__row_to_bf16(bf + yo + (size_t)i * c, yh + (size_t)i * ldy, d);
     }
-    baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
-    nd->in[0] = qkv;
-    nd->out = y;
-    nd->saved = p_all;
-    nd->iarg[0] = b;
-    nd->iarg[1] = h;
-    return y;
+    return push_attention(t, qkv, y, p_all, b, h, 0);
 }
 
 /* Per (b,h), given dY (T,D) (columns hi*D of y->grad):
