@@ -193,15 +193,17 @@ static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, 
  * sequence's H heads as one batched matmul, inside the parallel loop over the sequences, so that each thread keeps
  * its sequence's scores in cache. oneDNN 2.6 fixes a primitive's thread split when it is created: a primitive
  * created inside the parallel region is a 1-thread one, and one created outside is not run inside it (the key
- * holds omp_in_parallel()). Each thread has its own slot (stream, primitives, memory objects and a user-managed
- * scratchpad), so no two threads share a mutable oneDNN object. */
+ * holds omp_in_parallel()). Each OS thread has its own slot (stream, primitives, memory objects and a user-managed
+ * scratchpad) in thread-local storage, so no two threads share a mutable oneDNN object, whichever team or OpenMP
+ * thread number they run as (two of the user's threads may each run a parallel region). OpenMP's pool threads live
+ * as long as the process, and so do their slots. */
 typedef struct {
     baton__bmm key;
     int par;
     dnnl_primitive_t prim;
     dnnl_memory_t ma, mb, mc, ms;
 } bmm_entry;
-enum { BMM_SLOTS = 64, BMM_CACHE = 128 };
+enum { BMM_CACHE = 128 };
 typedef struct {
     dnnl_stream_t stream;
     bmm_entry e[BMM_CACHE];
@@ -209,7 +211,7 @@ typedef struct {
     void *scratch;
     size_t scratch_cap;
 } bmm_slot;
-static bmm_slot *g_bmm[BMM_SLOTS];
+static _Thread_local bmm_slot *t_bmm;
 
 static int md3(dnnl_memory_desc_t *md, int batch, int rows, int cols, const long long st[3], dnnl_data_type_t dt) {
     dnnl_dims_t dims = {batch, rows, cols}, strides = {st[0], st[1], st[2]};
@@ -280,14 +282,14 @@ static bmm_entry *bmm_get(bmm_slot *sl, const baton__bmm *s, int par) {
 int baton__bmm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
 
 void baton__bmm_bf16(const baton__bmm *s, const uint16_t *a, const uint16_t *b, float *c) {
-    int par = omp_in_parallel(), slot = par ? omp_get_thread_num() : 0;
-    BATON_ASSERT(slot < BMM_SLOTS && g_dnnl.init == 1 && g_dnnl.bf16);
-    bmm_slot *sl = g_bmm[slot];
-    if (!sl) {   /* first use by this thread number: only that thread ever touches the slot */
+    int par = omp_in_parallel();
+    BATON_ASSERT(g_dnnl.init == 1 && g_dnnl.bf16);
+    bmm_slot *sl = t_bmm;
+    if (!sl) {   /* this thread's first call */
         sl = calloc(1, sizeof *sl);
         if (!sl || dn->dnnl_stream_create(&sl->stream, g_dnnl.engine, dnnl_stream_default_flags) != dnnl_success)
             bmm_fail(s, "could not create a stream for");
-        g_bmm[slot] = sl;
+        t_bmm = sl;
     }
     bmm_entry *e = bmm_get(sl, s, par);
     dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
