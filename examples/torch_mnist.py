@@ -39,6 +39,10 @@ ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 ap.add_argument("--json", action="store_true")
 args = ap.parse_args()
+for flag, v, least in (("--epochs", args.epochs, 1), ("--steps", args.steps, 0), ("--warmup", args.warmup, 0),
+                       ("--batch", args.batch, 1), ("--threads", args.threads, 1)):
+    if v < least:
+        sys.exit("torch_mnist: %s %d: must be at least %d" % (flag, v, least))
 torch.set_num_threads(args.threads)
 
 
@@ -79,6 +83,12 @@ else:
 loss_fn = torch.nn.CrossEntropyLoss()
 steps_per_epoch = x_train.shape[0] // (args.batch * world)
 total = args.steps or steps_per_epoch * args.epochs
+if steps_per_epoch < 1:
+    sys.exit("torch_mnist: --batch %d x %d ranks is more than the %d training images; use a smaller --batch"
+             % (args.batch, world, x_train.shape[0]))
+if args.warmup >= total:
+    sys.exit("torch_mnist: --warmup %d leaves none of the %d steps to time; use a smaller --warmup or more --steps"
+             % (args.warmup, total))
 step, t0, timed, loss = 0, None, 0, torch.zeros(())
 for epoch in range(args.epochs if not args.steps else 1 << 30):
     perm = torch.randperm(x_train.shape[0], generator=torch.Generator().manual_seed(epoch))

@@ -96,6 +96,16 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
         bad "examples/torch_mnist.py: hvd loss '$hl', DDP-over-baton loss '$dl', with BATON_TORCH_INLINE=auto '$il', last '$ol'"
         printf '%s\n%s\n%s\n%s\n' "$h" "$d" "$i" "$o" | tail -n 10 | sed 's/^/    /'
     fi
+    # bad options: one line naming the option and a non-zero exit, no traceback (--warmup at or past the last
+    # step used to end in a TypeError: the clock was never started)
+    for case in "--warmup|--steps 2 --warmup 2" "--warmup|--warmup -1" "--batch|--batch 0" "--batch|--batch 100000"; do
+        want=${case%%|*} opts=${case#*|}
+        e=$(tmo 60 "$BATON" run -n 1 -- $PY examples/torch_mnist.py $opts 2>&1)
+        rc=$?
+        if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$e" | grep -c "^torch_mnist: $want ")" -eq 1 ] &&
+           ! printf '%s\n' "$e" | grep -q Traceback; then ok "examples/torch_mnist.py $opts: refused ($(printf '%s\n' "$e" | grep -m 1 '^torch_mnist:'))"
+        else bad "examples/torch_mnist.py $opts: exit $rc, no one-line error naming $want"; printf '%s\n' "$e" | tail -n 6 | sed 's/^/    /'; fi
+    done
 else
     bad "examples/torch_mnist.py: Fashion-MNIST missing (the Makefile's DEB_PKGS installs dataset-fashion-mnist)"
 fi
