@@ -11,6 +11,7 @@
  * once per step into the tape's arena and reused; the rest go through a per-tape scratch buffer. oneDNN primitives are created
  * once per shape (transposes, M, N, K, ldc, beta = 0 or not) and cached process-wide. oneDNN itself is
  * loaded on first use (libs.c): a process that never asks for it never maps it. */
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,119 @@ static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, 
         fprintf(stderr, "baton: oneDNN bf16 matmul failed (%dx%dx%d)\n", m, n, k);
         abort();
     }
+}
+
+/* ---- batched bf16 products on strided views, one OpenMP thread each (attention) ------------------------------
+ * Attention's per-head products are small (T x T x D); its bf16 path runs one product per sequence over that
+ * sequence's H heads as one batched matmul, inside the parallel loop over the sequences, so that each thread keeps
+ * its sequence's scores in cache. oneDNN 2.6 fixes a primitive's thread split when it is created: a primitive
+ * created inside the parallel region is a 1-thread one, and one created outside is not run inside it (the key
+ * holds omp_in_parallel()). Each OS thread has its own slot (stream, primitives, memory objects and a user-managed
+ * scratchpad) in thread-local storage, so no two threads share a mutable oneDNN object, whichever team or OpenMP
+ * thread number they run as (two of the user's threads may each run a parallel region). OpenMP's pool threads live
+ * as long as the process, and so do their slots. */
+typedef struct {
+    baton__bmm key;
+    int par;
+    dnnl_primitive_t prim;
+    dnnl_memory_t ma, mb, mc, ms;
+} bmm_entry;
+enum { BMM_CACHE = 128 };
+typedef struct {
+    dnnl_stream_t stream;
+    bmm_entry e[BMM_CACHE];
+    int n;
+    void *scratch;
+    size_t scratch_cap;
+} bmm_slot;
+static _Thread_local bmm_slot *t_bmm;
+
+static int md3(dnnl_memory_desc_t *md, int batch, int rows, int cols, const long long st[3], dnnl_data_type_t dt) {
+    dnnl_dims_t dims = {batch, rows, cols}, strides = {st[0], st[1], st[2]};
+    return dn->dnnl_memory_desc_init_by_strides(md, 3, dims, dt, strides) == dnnl_success ? 0 : -1;
+}
+
+static void bmm_fail(const baton__bmm *s, const char *what) {
+    fprintf(stderr, "baton: oneDNN %s a batched bf16 matmul (%d x %dx%dx%d); reinstall libdnnl2\n", what, s->batch, s->m,
+            s->n, s->k);
+    abort();
+}
+
+static bmm_entry *bmm_get(bmm_slot *sl, const baton__bmm *s, int par) {
+    for (int i = 0; i < sl->n; i++)
+        if (sl->e[i].par == par && !memcmp(&sl->e[i].key, s, sizeof *s)) return &sl->e[i];
+    if (sl->n == BMM_CACHE) {   /* many shapes (e.g. generation's growing context): start over */
+        for (int i = 0; i < sl->n; i++) {
+            bmm_entry *e = &sl->e[i];
+            dn->dnnl_primitive_destroy(e->prim);
+            dn->dnnl_memory_destroy(e->ma);
+            dn->dnnl_memory_destroy(e->mb);
+            dn->dnnl_memory_destroy(e->mc);
+            dn->dnnl_memory_destroy(e->ms);
+        }
+        sl->n = 0;
+    }
+    bmm_entry *e = &sl->e[sl->n];
+    memset(e, 0, sizeof *e);
+    e->key = *s;
+    e->par = par;
+    dnnl_memory_desc_t a_md, b_md, c_md, s_md;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = !md3(&a_md, s->batch, s->m, s->k, s->as, dnnl_bf16) && !md3(&b_md, s->batch, s->k, s->n, s->bs, dnnl_bf16) &&
+             !md3(&c_md, s->batch, s->m, s->n, s->cs, dnnl_f32) &&
+             dn->dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+             dn->dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dn->dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && s->beta != 0.0f)
+        ok = dn->dnnl_post_ops_create(&po) == dnnl_success && dn->dnnl_post_ops_append_sum(po, s->beta) == dnnl_success &&
+             dn->dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dn->dnnl_primitive_desc_create(&pd, &desc, attr, g_dnnl.engine, NULL) == dnnl_success &&
+         dn->dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    if (ok) {
+        s_md = *dn->dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        size_t need = dn->dnnl_memory_desc_get_size(&s_md);
+        if (need > sl->scratch_cap) {
+            free(sl->scratch);
+            sl->scratch = malloc(need);
+            sl->scratch_cap = sl->scratch ? need : 0;
+            ok = sl->scratch != NULL;
+        }
+        ok = ok && dn->dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dn->dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dn->dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dn->dnnl_memory_create(&e->ms, &s_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
+    }
+    if (pd) dn->dnnl_primitive_desc_destroy(pd);
+    if (po) dn->dnnl_post_ops_destroy(po);
+    if (attr) dn->dnnl_primitive_attr_destroy(attr);
+    if (!ok) bmm_fail(s, "could not create");
+    sl->n++;
+    return e;
+}
+
+int baton__bmm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
+
+void baton__bmm_bf16(const baton__bmm *s, const uint16_t *a, const uint16_t *b, float *c) {
+    int par = omp_in_parallel();
+    BATON_ASSERT(g_dnnl.init == 1 && g_dnnl.bf16);
+    bmm_slot *sl = t_bmm;
+    if (!sl) {   /* this thread's first call */
+        sl = calloc(1, sizeof *sl);
+        if (!sl || dn->dnnl_stream_create(&sl->stream, g_dnnl.engine, dnnl_stream_default_flags) != dnnl_success)
+            bmm_fail(s, "could not create a stream for");
+        t_bmm = sl;
+    }
+    bmm_entry *e = bmm_get(sl, s, par);
+    dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
+    dn->dnnl_memory_set_data_handle(e->mb, (void *)b);
+    dn->dnnl_memory_set_data_handle(e->mc, c);
+    dn->dnnl_memory_set_data_handle(e->ms, sl->scratch);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc},
+                               {DNNL_ARG_SCRATCHPAD, e->ms}};
+    if (dn->dnnl_primitive_execute(e->prim, sl->stream, 4, args) != dnnl_success) bmm_fail(s, "failed to run");
 }
 
 /* ---- scratch and the per-tape weight cache ------------------------------------------------------------------ */

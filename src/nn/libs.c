@@ -112,3 +112,4 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigne
 int omp_get_max_threads(void) { return baton__omp()->omp_get_max_threads(); }
 int omp_get_num_threads(void) { return baton__omp()->omp_get_num_threads(); }
 int omp_get_thread_num(void) { return baton__omp()->omp_get_thread_num(); }
+int omp_in_parallel(void) { return baton__omp()->omp_in_parallel(); }

@@ -16,12 +16,13 @@
     X(dnnl_post_ops_append_sum) X(dnnl_post_ops_destroy) X(dnnl_primitive_desc_create)                     \
     X(dnnl_primitive_desc_destroy) X(dnnl_primitive_create) X(dnnl_primitive_execute)                      \
     X(dnnl_primitive_destroy) X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_memory_destroy) \
+    X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_primitive_desc_query_md) X(dnnl_memory_desc_get_size)  \
     X(dnnl_sgemm)
 #define BATON_BLAS_FNS(X) X(cblas_sgemm) X(openblas_set_num_threads)
 /* GNU OpenMP's entry for `#pragma omp parallel` (src/nn is built with -fopenmp); libgomp has no header for it */
 void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
 #define BATON_OMP_FNS(X) \
-    X(omp_set_num_threads) X(omp_get_max_threads) X(omp_get_num_threads) X(omp_get_thread_num) X(GOMP_parallel)
+    X(omp_set_num_threads) X(omp_get_max_threads) X(omp_get_num_threads) X(omp_get_thread_num) X(omp_in_parallel) X(GOMP_parallel)
 
 #define BATON_LIB_FIELD_(f) __typeof__(f) *f;
 typedef struct { BATON_DNNL_FNS(BATON_LIB_FIELD_) } baton__dnnl_api;

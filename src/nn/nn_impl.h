@@ -85,6 +85,7 @@ struct baton_tape {
     size_t kept_conversions;         /* operand conversions so far (tests) */
     int products_only_next;          /* baton__feeds_products: the next op's output feeds bf16 products only */
     int products_only_off;           /* tests: write the f32 outputs anyway (the bits must not change) */
+    int attn_bf16_off;               /* tests and benchmarks: attention's products in f32 under bf16 products */
     size_t bf16_only_outputs;        /* outputs written as bf16 copies only, so far (tests) */
 };
 
@@ -159,6 +160,18 @@ struct baton__kept_bf16 {   /* an operand's kept copy */
 };
 int baton__kept_stale(baton_tape *t);   /* tests: kept copies that differ from their source rounded now (bf16-only
                                          * outputs, whose source is undefined, are skipped) */
+/* Batched bf16 product on strided views (gemm.c): for i < batch, c_i (m,n) = beta*c_i + a_i (m,k) @ b_i (k,n), f32
+ * accumulation into f32 c; each operand's strides in elements (batch, row, column), so any transpose is a view.
+ * Callable from inside an OpenMP parallel region (each thread runs its own 1-thread primitives) or outside it. Only
+ * when baton__bmm_bf16_available(). */
+typedef struct {
+    int batch, m, n, k;
+    long long as[3], bs[3], cs[3];
+    float beta;
+    int pad_;   /* zero: the key is compared with memcmp */
+} baton__bmm;
+int baton__bmm_bf16_available(void);
+void baton__bmm_bf16(const baton__bmm *s, const uint16_t *a, const uint16_t *b, float *c);
 void baton__gemm_threads(int threads);       /* oneDNN's OpenMP threads */
 void baton__tape_gemm_free(baton_tape *t);   /* the tape's bf16 caches */
 

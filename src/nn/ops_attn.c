@@ -95,8 +95,144 @@ static baton_gemm_backend attn_backend(const baton_tape *t) {
 }
 static int heads_parallel(const baton_tape *t, int pairs) { return attn_backend(t) == BATON_GEMM_ONEDNN && pairs > 1; }
 
+/* ---- bf16 products (--precision bf16, a CPU with AVX512_BF16) ----------------------------------------------
+ * The five products run in bf16 with f32 accumulation, one batched oneDNN matmul per sequence over its H heads
+ * (baton__bmm_bf16: strided views, no copies), the sequences dealt to the threads: each thread's scores stay in
+ * its cache between the product, the softmax rows and the next product, as in the f32 path. The operands are
+ * rounded where they are produced or read once: the forward rounds the sequence's qkv rows (kept for the
+ * backward), the softmax rows write P's bf16 copy beside the f32 P (which dS needs), the backward rounds the
+ * sequence's dY rows and the softmax backward rows write dS as bf16 only. Per layer at T = 256, C = 384, batch 16:
+ * about 2.5 GFLOP, converting 4 M (qkv), 1.5 M (dY), 4 M (P) and 4 M (dS) values inside those passes. */
+static int attn_bf16(const baton_tape *t) {
+    return t->gemm == BATON_GEMM_ONEDNN_BF16 && !t->attn_bf16_off && baton__bmm_bf16_available();
+}
+
+typedef long long ll;
+static void bmm(int hh, int m, int n, int k, const uint16_t *a, ll a0, ll a1, ll a2, const uint16_t *b, ll b0, ll b1,
+                ll b2, float beta, float *c, ll c0, ll c1, ll c2) {
+    baton__bmm s = {.batch = hh, .m = m, .n = n, .k = k, .as = {a0, a1, a2}, .bs = {b0, b1, b2}, .cs = {c0, c1, c2},
+                    .beta = beta};
+    baton__bmm_bf16(&s, a, b, c);
+}
+
+/* One sequence, its H heads: qb (T, 3C) its qkv rounded; p (H,T,T) P in f32 and pb its bf16 copy; yt (T, C). */
+static void seq_fwd_bf16(int tt, int h, int d, int c, float scale, const uint16_t *qb, float *p, uint16_t *pb, float *yt) {
+    ll ld = 3 * c, tsq = (ll)tt * tt;
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        /* S_h[r0:r1, :r1] = Q_h[r0:r1] K_h[:r1]^T  (K^T: element (h, e, j) at j*ld + h*D + e) */
+        bmm(h, rb, r1, d, qb + r0 * ld, d, ld, 1, qb + c, d, 1, ld, 0.0f, p + (ll)r0 * tt, tsq, tt, 1);
+        for (int hi = 0; hi < h; hi++)
+            for (int i = r0; i < r1; i++) {
+                float *row = p + hi * tsq + (ll)i * tt;
+                baton__softmax_row(row, i + 1, r1, scale);
+                baton__row_to_bf16(pb + hi * tsq + (ll)i * tt, row, r1);
+            }
+        /* Y_h[r0:r1] = P_h[r0:r1, :r1] V_h[:r1] */
+        bmm(h, rb, d, r1, pb + (ll)r0 * tt, tsq, tt, 1, qb + 2 * c, d, ld, 1, 0.0f, yt + (ll)r0 * c, d, c, 1);
+    }
+}
+
+/* The backward of one sequence (head_bwd's products, batched over the heads): dyb (T, C) its dY rounded, dp (H,T,T)
+ * f32 scratch, dsb (H,T,T) dS in bf16, dq (T, 3C) its rows of qkv's gradient. */
+static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, const uint16_t *qb, const float *p,
+                         const uint16_t *pb, const uint16_t *dyb, float *dp, uint16_t *dsb, float *dq) {
+    ll ld = 3 * c, tsq = (ll)tt * tt;
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dP_h[r0:r1, :r1] = dY_h[r0:r1] V_h[:r1]^T */
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        bmm(h, rb, r1, d, dyb + (ll)r0 * c, d, c, 1, qb + 2 * c, d, 1, ld, 0.0f, dp + (ll)r0 * tt, tsq, tt, 1);
+    }
+    for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dV_h[j0:j1] = P_h[j0:, j0:j1]^T dY_h[j0:] */
+        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        bmm(h, jb, d, tt - j0, pb + (ll)j0 * tt + j0, tsq, 1, tt, dyb + (ll)j0 * c, d, c, 1, beta,
+            dq + 2 * c + j0 * ld, d, ld, 1);
+    }
+    for (int hi = 0; hi < h; hi++)   /* dS, rounded up to the end of the row's block (what the products read) */
+        for (int i = 0; i < tt; i++) {
+            int r1 = (i / ATT_RB + 1) * ATT_RB < tt ? (i / ATT_RB + 1) * ATT_RB : tt;
+            float *row = dp + hi * tsq + (ll)i * tt;
+            baton__softmax_bwd_row(row, p + hi * tsq + (ll)i * tt, i + 1, r1, scale);
+            baton__row_to_bf16(dsb + hi * tsq + (ll)i * tt, row, r1);
+        }
+    for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ_h[r0:r1] = dS_h[r0:r1, :r1] K_h[:r1] */
+        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        bmm(h, rb, d, r1, dsb + (ll)r0 * tt, tsq, tt, 1, qb + c, d, ld, 1, beta, dq + r0 * ld, d, ld, 1);
+    }
+    for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dK_h[j0:j1] = dS_h[j0:, j0:j1]^T Q_h[j0:] */
+        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        bmm(h, jb, d, tt - j0, dsb + (ll)j0 * tt + j0, tsq, 1, tt, qb + j0 * ld, d, ld, 1, beta, dq + c + j0 * ld, d,
+            ld, 1);
+    }
+}
+
+/* The node: saved = P (and, on the bf16 path, its bf16 copy and the rounded qkv after it); iarg b, h, bf16 path */
+static baton_tensor *push_attention(baton_tape *t, baton_tensor *qkv, baton_tensor *y, float *p_all, int b, int h, int bf16) {
+    baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
+    nd->in[0] = qkv;
+    nd->out = y;
+    nd->saved = p_all;
+    nd->iarg[0] = b;
+    nd->iarg[1] = h;
+    nd->iarg[2] = bf16;
+    return y;
+}
+
+/* The saved buffer of the bf16 path: P (f32), then P's bf16 copy, then the rounded qkv, per sequence (training) */
+static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int h) {
+    int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
+    float scale = 1.0f / sqrtf((float)d);
+    int rg = baton__needs_grad(qkv), par = b > 1, nthr = par ? omp_get_max_threads() : 1, slots = rg ? b : nthr;
+    baton_tensor *y = baton__tensor_new(t, 2, (int[]){b * tt, c}, rg);
+    size_t hsq = (size_t)h * tt * tt, np = (size_t)slots * hsq;
+    float *p_all = baton__arena_alloc(t, np * sizeof(float) + np * sizeof(uint16_t) + (size_t)slots * tt * ld * sizeof(uint16_t));
+    uint16_t *pb_all = (uint16_t *)(p_all + np), *qb_all = pb_all + np;
+    float *yt_all = baton__arena_alloc(t, (size_t)nthr * tt * c * sizeof(float));
+    int only = 0;
+    uint16_t *bf = baton__bf16_out(t, y->data, b * tt, c, &only);
+#pragma omp parallel for schedule(static) num_threads(nthr) if (par)
+    for (int bi = 0; bi < b; bi++) {
+        int th = omp_get_thread_num(), sl = rg ? bi : th;
+        uint16_t *qb = qb_all + (size_t)sl * tt * ld;
+        float *yt = yt_all + (size_t)th * tt * c;
+        for (int i = 0; i < tt; i++) baton__row_to_bf16(qb + (size_t)i * ld, qkv->data + ((size_t)bi * tt + i) * ld, ld);
+        seq_fwd_bf16(tt, h, d, c, scale, qb, p_all + sl * hsq, pb_all + sl * hsq, yt);
+        for (int i = 0; i < tt; i++) {
+            size_t o = ((size_t)bi * tt + i) * c;
+            if (bf) baton__row_to_bf16(bf + o, yt + (size_t)i * c, c);
+            if (!only) memcpy(y->data + o, yt + (size_t)i * c, (size_t)c * sizeof(float));
+        }
+    }
+    return push_attention(t, qkv, y, p_all, b, h, 1);
+}
+
+static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
+    baton_tensor *qkv = nd->in[0], *y = nd->out;
+    int b = nd->iarg[0], h = nd->iarg[1];
+    int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
+    int par = b > 1, nthr = par ? omp_get_max_threads() : 1;
+    float scale = 1.0f / sqrtf((float)d), beta = baton__grad_begin(qkv);
+    size_t hsq = (size_t)h * tt * tt, np = (size_t)b * hsq;
+    const float *p_all = nd->saved;
+    const uint16_t *pb_all = (const uint16_t *)(p_all + np), *qb_all = pb_all + np;
+    float *dp_all = baton__arena_alloc(t, (size_t)nthr * hsq * sizeof(float));   /* per thread */
+    uint16_t *ds_all = baton__arena_alloc(t, (size_t)nthr * (hsq + (size_t)tt * c) * sizeof(uint16_t));
+    uint16_t *bf = baton__grad_slot(t, qkv, beta);
+#pragma omp parallel for schedule(static) num_threads(nthr) if (par)
+    for (int bi = 0; bi < b; bi++) {
+        int th = omp_get_thread_num();
+        uint16_t *dsb = ds_all + (size_t)th * (hsq + (size_t)tt * c), *dyb = dsb + hsq;
+        float *dq = qkv->grad + (size_t)bi * tt * ld;
+        for (int i = 0; i < tt; i++) baton__row_to_bf16(dyb + (size_t)i * c, y->grad + ((size_t)bi * tt + i) * c, c);
+        seq_bwd_bf16(tt, h, d, c, scale, beta, qb_all + (size_t)bi * tt * ld, p_all + bi * hsq, pb_all + bi * hsq, dyb,
+                     dp_all + th * hsq, dsb, dq);
+        for (int i = 0; bf && i < tt; i++)
+            baton__row_to_bf16(bf + ((size_t)bi * tt + i) * ld, dq + (size_t)i * ld, ld);
+    }
+}
+
 baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
     BATON_ASSERT(qkv->ndim == 2 && b > 0 && h > 0 && qkv->shape[0] % b == 0 && qkv->shape[1] % (3 * h) == 0);
+    if (attn_bf16(t)) return attention_bf16(t, qkv, b, h);
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
     float scale = 1.0f / sqrtf((float)d);
     int rg = baton__needs_grad(qkv), par = heads_parallel(t, b * h), nthr = par ? omp_get_max_threads() : 1;
@@ -120,13 +256,7 @@ baton_tensor *baton_attention(baton_tape *t, baton_tensor *qkv, int b, int h) {
         if (bf)
             for (int i = 0; i < tt; i++) baton__row_to_bf16(bf + yo + (size_t)i * c, yh + (size_t)i * ldy, d);
     }
-    baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
-    nd->in[0] = qkv;
-    nd->out = y;
-    nd->saved = p_all;
-    nd->iarg[0] = b;
-    nd->iarg[1] = h;
-    return y;
+    return push_attention(t, qkv, y, p_all, b, h, 0);
 }
 
 /* Per (b,h), given dY (T,D) (columns hi*D of y->grad):
@@ -165,6 +295,10 @@ static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
 void baton__bwd_ATTENTION(baton_tape *t, baton_node *nd) {
     baton_tensor *qkv = nd->in[0], *y = nd->out;
     if (!baton__needs_grad(qkv)) return;
+    if (nd->iarg[2]) {
+        attention_bwd_bf16(t, nd);
+        return;
+    }
     int b = nd->iarg[0], h = nd->iarg[1];
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
     int par = heads_parallel(t, b * h), nthr = par ? omp_get_max_threads() : 1;

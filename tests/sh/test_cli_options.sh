@@ -5,6 +5,7 @@
 # fall behind the code). Covers `baton run`, `baton train` and `baton train --model gpt` (and, for the
 # source check, `baton generate`). Nothing here
 # starts a worker or a training step: each command line ends in an error. Prints "N passed, N failed".
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 B="$BUILD/baton"
 passed=0
@@ -17,7 +18,7 @@ trap 'rm -rf "$T"' EXIT INT TERM HUP
 export TMPDIR="$T" BATON_FLIGHT_DIR="$T"
 
 # run CMD...: output (stdout+stderr) in $out, exit status in $rc; 60 s at most
-run() { out=$(timeout -k 2 60 "$@" 2>&1 </dev/null); rc=$?; }
+run() { out=$(tmo 60 "$@" 2>&1 </dev/null); rc=$?; }
 
 options() {   # the --options a help text lists, once each
     "$@" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9_-]*' | sort -u | grep -vx -- '--help'

@@ -5,6 +5,7 @@
 #   the validation loss PyTorch computes on a baton-saved GPT equals baton's within 1e-4;
 #   the twin trains (a few steps, loss finite and falling).
 # Prints "N passed, N failed".
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
 passed=0
@@ -39,9 +40,9 @@ with open(d + "/few.txt", "wb") as f:
 PYEOF
 
 for data in fortunes "text:$T/many.txt" "text:$T/few.txt"; do
-    b=$(timeout -k 5 60 "$BATON" train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch 2 --steps 1 \
+    b=$(tmo 60 "$BATON" train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch 2 --steps 1 \
         --eval-windows 1 --data "$data" --json 2>/dev/null)
-    p=$(timeout -k 5 60 $PY "$TWIN" split --data "$data")
+    p=$(tmo 60 $PY "$TWIN" split --data "$data")
     for k in train_blake2b val_blake2b train_bytes; do
         x=$(printf '%s' "$b" | field $k 2>/dev/null)
         y=$(printf '%s' "$p" | field $k 2>/dev/null)
@@ -51,9 +52,9 @@ for data in fortunes "text:$T/many.txt" "text:$T/few.txt"; do
 done
 
 # baton trains and saves a small GPT; PyTorch computes the validation loss of the saved file
-b=$(cd "$T" && timeout -k 5 120 "$BATON" train --model gpt --layers 2 --heads 2 --dim 32 --context 32 --batch 4 --steps 5 \
+b=$(cd "$T" && tmo 120 "$BATON" train --model gpt --layers 2 --heads 2 --dim 32 --context 32 --batch 4 --steps 5 \
     --eval-windows 24 --threads 1 --save "$T/g.safetensors" --json 2>/dev/null)
-p=$(timeout -k 5 120 $PY "$TWIN" eval "$T/g.safetensors" --eval-windows 24 2>&1)
+p=$(tmo 120 $PY "$TWIN" eval "$T/g.safetensors" --eval-windows 24 2>&1)
 vb=$(printf '%s' "$b" | field val_loss 2>/dev/null)
 vp=$(printf '%s' "$p" | field val_loss 2>/dev/null)
 if [ -n "$vb" ] && [ -n "$vp" ] && $PY -c "import sys; sys.exit(not abs($vb - $vp) <= 1e-4)"; then
@@ -63,11 +64,11 @@ else
 fi
 # a wrong file is refused with one line
 printf 'not safetensors' > "$T/bad.safetensors"
-if out=$(timeout -k 5 60 $PY "$TWIN" eval "$T/bad.safetensors" 2>&1); then bad "a bad file was accepted: $out"
+if out=$(tmo 60 $PY "$TWIN" eval "$T/bad.safetensors" 2>&1); then bad "a bad file was accepted: $out"
 else ok "a bad model file is refused"; fi
 
 # the twin trains
-p=$(timeout -k 5 120 $PY "$TWIN" train --layers 2 --heads 2 --dim 32 --context 32 --batch 4 --steps 8 --lr 3e-3 \
+p=$(tmo 120 $PY "$TWIN" train --layers 2 --heads 2 --dim 32 --context 32 --batch 4 --steps 8 --lr 3e-3 \
     --warmup 2 --eval-windows 4 2>&1)
 l0=$(printf '%s' "$p" | field initial_loss 2>/dev/null)
 l1=$(printf '%s' "$p" | field final_loss 2>/dev/null)

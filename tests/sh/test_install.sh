@@ -3,6 +3,7 @@
 # soname), the headers, baton.pc and the Python package there; an example worker is built against it with
 # `pkg-config --cflags --libs baton` only and runs under the installed `baton run -n 2`; the headers compile
 # as C++; the library exports only public names. Prints "N passed, N failed".
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 passed=0
 failed=0
@@ -52,7 +53,7 @@ else
 fi
 check "the worker is linked dynamically against libbaton.so.0" \
     sh -c "readelf -d '$T/worker' | grep -q 'NEEDED.*libbaton.so.0'"
-out=$(LD_LIBRARY_PATH="$P/lib" timeout -k 5 60 "$P/bin/baton" run -n 2 -- "$T/worker" 2>&1)
+out=$(tmo 60 env LD_LIBRARY_PATH="$P/lib" "$P/bin/baton" run -n 2 -- "$T/worker" 2>&1)
 rc=$?
 echo "$out" | sed 's/^/    /'
 check "the worker runs under the installed baton run -n 2 (exit $rc)" test "$rc" -eq 0

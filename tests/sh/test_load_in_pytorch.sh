@@ -4,6 +4,7 @@
 # test accuracy on Fashion-MNIST exactly (the same count of correct test images), for the MLP and the CNN;
 # without the recorded input normalisation it does clearly worse (at least 5 points). Prints
 # "N passed, N failed".
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 B="$BUILD/baton"
 PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
@@ -25,7 +26,7 @@ fi
 train() {   # $1 label, rest: baton train options; baton's count of correct test images in $T/$1.want
     label=$1
     shift
-    out=$(timeout -k 5 300 "$B" train "$@" --threads 1 --save "$T/$label.safetensors" --json 2>"$T/$label.err")
+    out=$(tmo 300 "$B" train "$@" --threads 1 --save "$T/$label.safetensors" --json 2>"$T/$label.err")
     rc=$?
     [ $rc = 0 ] && ok "$label: baton train --save" || bad "$label: baton train exited $rc: $(tail -n 3 "$T/$label.err")"
     printf '%s\n' "$out" | $PY -c 'import json, sys; print(round(json.loads(sys.stdin.readline())["test_accuracy"] * 10000))' \
@@ -34,7 +35,7 @@ train() {   # $1 label, rest: baton train options; baton's count of correct test
 train mlp --model mlp --hidden 64,32 --steps 150 --batch 64
 train cnn --model cnn --channels 4,8 --hidden 32 --steps 60 --batch 32
 
-got=$(timeout -k 5 300 $PY examples/load_in_pytorch.py "$T/mlp.safetensors" "$T/cnn.safetensors" --without-normalization 2>&1)
+got=$(tmo 300 $PY examples/load_in_pytorch.py "$T/mlp.safetensors" "$T/cnn.safetensors" --without-normalization 2>&1)
 rc=$?
 [ $rc = 0 ] && ok "load_in_pytorch.py reads both files" || bad "load_in_pytorch.py exited $rc: $got"
 for label in mlp cnn; do

@@ -8,6 +8,7 @@
 #   tests/python/check_faults.py  a killed rank, a mismatch, a timeout raise baton.Error naming the cause
 #   examples/numpy_allreduce.py, examples/torch_mnist.py (a few steps)
 # Prints "N passed, N failed".
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
 # Each rank prints whole lines with flush=True: one write each when Python buffers, but two (the text, then
@@ -35,7 +36,7 @@ case "$ext" in *"$want") ok "extension built for $PY ($want)" ;; *) bad "no exte
 run_checks() {
     name=$1 n=$2 secs=$3
     shift 3
-    out=$(timeout -k 5 "$secs" "$BATON" run -n "$n" --tag-output -- $PY "$@" 2>&1)
+    out=$(tmo "$secs" "$BATON" run -n "$n" --tag-output -- $PY "$@" 2>&1)
     rc=$?
     good=$(printf '%s\n' "$out" | grep -c 'CHECKS [0-9]* FAILED 0$')
     if [ "$rc" -eq 0 ] && [ "$good" -eq "$n" ]; then
@@ -56,7 +57,7 @@ unset BATON_TORCH_INLINE
 # faults: MODE, extra env, the RAISED line expected from rank 0 (extended regex), longest acceptable seconds
 fault() {
     mode=$1 envs=$2 want=$3 limit=$4
-    out=$(env $envs timeout -k 5 60 "$BATON" run -n 2 --tag-output -- $PY tests/python/check_faults.py "$mode" 2>&1)
+    out=$(tmo 60 env $envs "$BATON" run -n 2 --tag-output -- $PY tests/python/check_faults.py "$mode" 2>&1)
     line=$(printf '%s\n' "$out" | grep -m 1 "rank 0: RAISED")
     secs=$(printf '%s\n' "$line" | sed -n 's/.*RAISED \([0-9.]*\) .*/\1/p')
     if printf '%s\n' "$line" | grep -Eq "RAISED [0-9.]+ $want" &&
@@ -75,14 +76,14 @@ fault mismatch "" "BATON_E(MISMATCH|CANCELED): .*collective mismatch: rank [01] 
 fault timeout "BATON_TIMEOUT=1" "BATON_ETIMEDOUT: .*waiting for rank 1" 5
 
 # the examples, as a user runs them
-out=$(timeout -k 5 60 "$BATON" run -n 2 -- $PY examples/numpy_allreduce.py 2>&1)
+out=$(tmo 60 "$BATON" run -n 2 -- $PY examples/numpy_allreduce.py 2>&1)
 if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c ': ok$')" -eq 2 ]; then ok "examples/numpy_allreduce.py on 2 ranks"
 else bad "examples/numpy_allreduce.py on 2 ranks"; printf '%s\n' "$out" | tail -n 8 | sed 's/^/    /'; fi
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    h=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json 2>&1)
-    d=$(timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
-    i=$(BATON_TORCH_INLINE=auto timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
-    o=$(BATON_TORCH_INLINE=last timeout -k 5 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    h=$(tmo 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json 2>&1)
+    d=$(tmo 120 "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    i=$(tmo 120 env BATON_TORCH_INLINE=auto "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
+    o=$(tmo 120 env BATON_TORCH_INLINE=last "$BATON" run -n 2 -- $PY examples/torch_mnist.py --steps 20 --json --ddp baton 2>&1)
     hl=$(printf '%s\n' "$h" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
     dl=$(printf '%s\n' "$d" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')
     il=$(printf '%s\n' "$i" | sed -n 's/.*"final_loss": \([0-9.]*\).*/\1/p')

@@ -7,6 +7,7 @@
 #   4. the screenshot is not a blank page (many non-white pixels, the charts' colours present);
 #   5. the page is self-contained (no script, no http(s) reference) and under 2 MB.
 # Chromium runs with a fresh --user-data-dir inside the test's directory, removed with it (trap).
+. tests/sh/lib.sh   # tmo: timeouts scaled like the C tests'
 BUILD=${BUILD:-build}
 B="$PWD/$BUILD/baton"
 PY=${BATON_TEST_PY:-/usr/bin/python3}   # make asan: the interpreter with the ASan runtime preloaded
@@ -32,9 +33,9 @@ browse() {   # browse MODE PAGE OUT: MODE dump (DOM to OUT, console log to OUT.l
     flags="--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
 --disable-sync --no-first-run --user-data-dir=$prof --enable-logging=stderr --v=0"
     if [ "$1" = dump ]; then
-        timeout -k 5 90 chromium $flags --dump-dom "file://$2" >"$3" 2>"$3.log"
+        tmo 90 chromium $flags --dump-dom "file://$2" >"$3" 2>"$3.log"
     else
-        timeout -k 5 90 chromium $flags --window-size=900,2400 --hide-scrollbars --screenshot="$3" "file://$2" \
+        tmo 90 chromium $flags --window-size=900,2400 --hide-scrollbars --screenshot="$3" "file://$2" \
             >/dev/null 2>"$3.log"
     fi
     rc=$?
@@ -52,11 +53,11 @@ else ko console_check_catches_an_error; tail -5 "$T/canary.dom.log"; fi
 
 # The run: 2 ranks, 2 epochs of synthetic data (2 evaluations), metrics into the run directory.
 mkdir "$T/run"
-if ! timeout -k 5 150 "$B" run -n 2 -- "$B" train --data synthetic --train-samples 2048 --hidden 64 --batch 32 \
+if ! tmo 150 "$B" run -n 2 -- "$B" train --data synthetic --train-samples 2048 --hidden 64 --batch 32 \
         --threads 1 --epochs 2 --metrics "$T/run/metrics.jsonl" >"$T/train.out" 2>&1; then
     ko training_run; cat "$T/train.out"
 fi
-if timeout -k 5 60 "$B" report "$T/run" -o "$T/report.html" >"$T/report.out" 2>&1 && [ -s "$T/report.html" ]; then
+if tmo 60 "$B" report "$T/run" -o "$T/report.html" >"$T/report.out" 2>&1 && [ -s "$T/report.html" ]; then
     ok report_written
 else
     ko report_written; cat "$T/report.out"
