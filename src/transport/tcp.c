@@ -50,6 +50,8 @@ typedef struct {
     int respin;        /* spin again after every wake-up (ranks on this host <= cores), else once per call */
     int listen_fd;     /* our own duplicate of the rank's listening socket; -1 when no higher rank can come */
     int bufsz;         /* BATON_TCP_BUF_KB in bytes (0: kernel autotuning) */
+    int cc_mode;       /* BATON_TCP_CC: CC_AUTO, CC_SYSTEM or CC_NAMED (cc) */
+    char cc[16];       /* the congestion control named (TCP_CA_NAME_MAX) */
     int nsock;         /* connections open */
     uint8_t secret[BATON_TCP_SECRET_BYTES];
     baton_tcp_addr_fn addr_of;   /* where a lower rank listens (asked on first use) */
@@ -83,6 +85,57 @@ static void set_bufs(int fd, int bytes) {
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) < 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+enum { CC_AUTO = 0, CC_SYSTEM = 1, CC_NAMED = 2 };
+
+/* BATON_TCP_CC: unset or "auto" (replace BBR, see set_cc), "system" (the kernel's default), or a name. */
+static int cc_from_env(int *mode, char *name, size_t cap) {
+    const char *v = getenv("BATON_TCP_CC");
+    *mode = CC_AUTO;
+    name[0] = '\0';
+    if (!v || !*v || !strcmp(v, "auto")) return BATON_OK;
+    if (!strcmp(v, "system")) { *mode = CC_SYSTEM; return BATON_OK; }
+    size_t n = strlen(v);
+    int ok = n < cap;
+    for (size_t i = 0; ok && i < n; i++) ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '_';
+    if (!ok)
+        return baton__fail(BATON_EINVAL, "BATON_TCP_CC: '%s' is not a congestion control name (expected auto, system, "
+                           "or a name such as cubic or reno, at most %zu characters)", v, cap - 1);
+    memcpy(name, v, n + 1);
+    *mode = CC_NAMED;
+    /* refuse an unusable name now, with one clear message, rather than at the first connection */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return baton__fail(BATON_ESYS, "tcp: socket: %s", strerror(errno));
+    int rc = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)n), err = errno;
+    close(fd);
+    if (rc < 0)
+        return baton__fail(BATON_EINVAL, "BATON_TCP_CC: the kernel refuses congestion control '%s': %s (see "
+                           "/proc/sys/net/ipv4/tcp_available_congestion_control and tcp_allowed_congestion_control; "
+                           "'system' keeps the kernel's default)", name, strerror(err));
+    return BATON_OK;
+}
+
+/* The congestion control of a data socket. BBR (the kernel's default here) paces every burst at the
+ * rate its model estimated from the previous ones; a collective's messages are bursts with idle gaps
+ * (application-limited), and on loopback its estimate swung between 8 and 260 Gbit/s within one job, so
+ * an exchange took 2-2.5x longer at 1-4 MiB and depended on what ran before it on the same socket
+ * (docs/algorithms.md, "TCP congestion control"). CC_AUTO replaces any bbr* with cubic, or reno where an unprivileged process
+ * may not choose cubic (reno is always allowed); other choices of the host are left alone. */
+static int set_cc(int fd, int mode, const char *name) {
+    if (mode == CC_SYSTEM) return BATON_OK;
+    if (mode == CC_NAMED) {
+        if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) < 0)
+            return baton__fail(BATON_ESYS, "tcp: setsockopt(TCP_CONGESTION, %s) (BATON_TCP_CC): %s", name,
+                               strerror(errno));
+        return BATON_OK;
+    }
+    char cur[16] = "";
+    socklen_t len = sizeof cur - 1;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &len) < 0 || strncmp(cur, "bbr", 3) != 0) return BATON_OK;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) < 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);   /* best effort: else the kernel's */
+    return BATON_OK;
 }
 
 static int set_stream_opts(int fd) {
@@ -162,7 +215,7 @@ static void mac(uint8_t out[MAC_BYTES], const uint8_t *secret, const char *label
 
 /* ---- connecting side ----------------------------------------------------------------------------- */
 
-static int dial(const char *addr, int peer, uint64_t deadline, int bufsz, int *fd_out) {
+static int dial(const tcp_transport *t, const char *addr, int peer, uint64_t deadline, int *fd_out) {
     char host[256];
     int port;
     if (baton__tcp_split_addr(addr, host, sizeof host, &port) < 0)
@@ -181,8 +234,12 @@ static int dial(const char *addr, int peer, uint64_t deadline, int bufsz, int *f
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
             int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
             if (fd < 0) { last_err = errno; continue; }
-            set_bufs(fd, bufsz);
-            if (set_stream_opts(fd) < 0) { close(fd); freeaddrinfo(res); return BATON_ESYS; }
+            set_bufs(fd, t->bufsz);
+            if (set_stream_opts(fd) < 0 || set_cc(fd, t->cc_mode, t->cc) < 0) {
+                close(fd);
+                freeaddrinfo(res);
+                return BATON_ESYS;
+            }
             int k = connect(fd, ai->ai_addr, ai->ai_addrlen);
             if (k < 0 && errno == EINPROGRESS) {
                 int rc = wait_fd(fd, POLLOUT, deadline);
@@ -322,7 +379,7 @@ static int accept_one(tcp_transport *t, uint64_t deadline, char *refused, size_t
         return baton__fail(BATON_ESYS, "tcp: accept: %s", strerror(errno));
     }
     set_bufs(fd, t->bufsz);
-    if (set_stream_opts(fd) < 0) { close(fd); return BATON_ESYS; }
+    if (set_stream_opts(fd) < 0 || set_cc(fd, t->cc_mode, t->cc) < 0) { close(fd); return BATON_ESYS; }
     uint64_t hs_deadline = baton__deadline_after(HANDSHAKE_MAX_S);
     if (hs_deadline > deadline) hs_deadline = deadline;
     char why[200];
@@ -388,7 +445,7 @@ static int ensure_peer(tcp_transport *t, int peer, uint64_t deadline) {
     else if (!t->addr_of) return baton__fail(BATON_EINVAL, "tcp: no way to find rank %d's address", peer);
     else if ((rc = t->addr_of(t->addr_ctx, peer, addr, sizeof addr, deadline)) < 0) return rc;
     int fd = -1;
-    if ((rc = dial(addr, peer, deadline, t->bufsz, &fd)) < 0) return rc;
+    if ((rc = dial(t, addr, peer, deadline, &fd)) < 0) return rc;
     if ((rc = handshake_connect(fd, t->base.rank, t->base.world, peer, t->secret, deadline)) < 0) {
         close(fd);
         return rc;
@@ -586,6 +643,18 @@ int baton__tcp_sockets(const baton_transport *bt) {
     return bt && bt->ops == &tcp_ops ? ((const tcp_transport *)bt)->nsock : -1;
 }
 
+int baton__tcp_congestion(const baton_transport *bt, int peer, char *out, size_t cap) {
+    if (!bt || bt->ops != &tcp_ops || peer < 0 || peer >= bt->world || !out || cap < 2)
+        return baton__fail(BATON_EINVAL, "tcp: no socket to peer %d", peer);
+    const tcp_transport *t = (const tcp_transport *)bt;
+    if (t->fds[peer] < 0) return baton__fail(BATON_EINVAL, "tcp: no socket to peer %d", peer);
+    memset(out, 0, cap);
+    socklen_t len = (socklen_t)(cap - 1);
+    if (getsockopt(t->fds[peer], IPPROTO_TCP, TCP_CONGESTION, out, &len) < 0)
+        return baton__fail(BATON_ESYS, "tcp: getsockopt(TCP_CONGESTION): %s", strerror(errno));
+    return BATON_OK;
+}
+
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
@@ -640,8 +709,10 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     int rc = baton__env_long("BATON_TCP_SPIN_US", 50, 0, 10000, &spin_us);
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
     if (rc == BATON_ENOTFOUND && baton__backoff_oversubscribed()) spin_us = 0; /* the spin takes a peer's core */
-    int bufsz;
+    int bufsz, cc_mode;
+    char cc[16];
     if ((rc = buf_bytes(&bufsz)) < 0) return rc;
+    if ((rc = cc_from_env(&cc_mode, cc, sizeof cc)) < 0) return rc;
     long respin = -1;
     if ((rc = baton__env_long("BATON_TCP_RESPIN", -1, 0, 1, &respin)) < 0 && rc != BATON_ENOTFOUND) return rc;
     if (respin < 0) {   /* the ranks on this host share its cores */
@@ -663,6 +734,8 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     t->spin_ns = (uint64_t)spin_us * 1000u;
     t->respin = (int)respin;
     t->bufsz = bufsz;
+    t->cc_mode = cc_mode;
+    memcpy(t->cc, cc, sizeof cc);
     t->listen_fd = -1;
     memcpy(t->secret, cfg->secret, BATON_TCP_SECRET_BYTES);
     t->addr_of = cfg->addr_of;

@@ -40,7 +40,11 @@
  * naming the rank(s) waited for. After any failure the transport is unusable: close it.
  *
  * Environment: BATON_TCP_SPIN_US (0..10000), BATON_TCP_RESPIN (0|1), BATON_TCP_BUF_KB (socket buffer size
- * requested with SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning, the default). */
+ * requested with SO_SNDBUF/SO_RCVBUF; 0 = leave the kernel's autotuning, the default), BATON_TCP_CC
+ * (congestion control of the data sockets: "auto", the default, replaces BBR with cubic, or reno where
+ * cubic may not be chosen, and leaves any other choice of the host; "system" keeps the kernel's default;
+ * a name such as cubic or reno is set on every socket, and one the kernel refuses fails the transport's
+ * creation with BATON_EINVAL). Why BBR is replaced: docs/algorithms.md, "TCP congestion control". */
 #ifndef BATON_TCP_H
 #define BATON_TCP_H
 
@@ -74,6 +78,8 @@ typedef struct {
 int baton__tcp_transport_open(const baton_tcp_config *cfg, baton_transport **out);
 /* Connections open now (one per peer used so far); -1 if t is not a TCP transport. */
 int baton__tcp_sockets(const baton_transport *t);
+/* The congestion control of the socket to `peer` (e.g. "cubic") into out; BATON_EINVAL when there is none. */
+int baton__tcp_congestion(const baton_transport *t, int peer, char *out, size_t cap);
 
 /* Builds the full mesh at once (tests and benchmarks). peer_addrs[r] is rank r's "host:port" ("[v6addr]:port" for IPv6 literals);
  * peer_addrs[rank] is not used. listen_fd is this rank's socket from baton__tcp_listen (not closed here).
