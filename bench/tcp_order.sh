@@ -13,8 +13,10 @@ BUILD=${BUILD:-build}
 JOBS=${JOBS:-5}
 B=$BUILD/baton
 [ -x "$B" ] || { echo "tcp_order.sh: $B not found (build first, or set BUILD)" >&2; exit 2; }
-OUT=$(mktemp) || exit 2
-trap 'rm -f "$OUT"' EXIT INT TERM
+TMP=$(mktemp -d) || exit 2
+trap 'rm -rf "$TMP"' EXIT INT TERM
+export TMPDIR="$TMP"   # the runs' per-user directory (baton-UID) lands here, not in /tmp, and is removed at exit
+OUT=$TMP/rows
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 i=0
 while [ $i -lt "$JOBS" ]; do
