@@ -114,11 +114,11 @@ TEST(backoff_no_spin_skips_the_spin_phase) {
     baton__backoff_init(&b);
     baton__backoff(&b);
     ASSERT_EQ_INT((int)b.iter, 1);
-    baton__backoff_no_spin(1);
+    baton__backoff_no_spin(BATON__WAIT_YIELD);
     baton__backoff_init(&b);
     baton__backoff(&b);
     ASSERT_TRUE(b.iter > 4000);
-    baton__backoff_no_spin(0);
+    baton__backoff_no_spin(BATON__WAIT_SPIN);
     baton__backoff_init(&b);
     baton__backoff(&b);
     ASSERT_EQ_INT((int)b.iter, 1);

@@ -298,10 +298,10 @@ static int alone_on_one_cpu(void) {
 
 static int comm_wait_mode(int *mode) {
     const char *e = getenv("BATON_COMM_WAIT");
-    *mode = 2;
+    *mode = BATON__WAIT_NAP;
     if (!e || !*e || !strcmp(e, "nap")) return BATON_OK;
     if (!strcmp(e, "yield")) {
-        *mode = 1;
+        *mode = BATON__WAIT_YIELD;
         return BATON_OK;
     }
     return baton__fail(BATON_EINVAL, "BATON_COMM_WAIT='%s' must be nap (the default) or yield", e);
@@ -309,7 +309,7 @@ static int comm_wait_mode(int *mode) {
 
 static void *comm_thread(void *arg) {
     baton_comm *c = arg;
-    baton__backoff_no_spin(alone_on_one_cpu() ? c->comm_wait : 0);
+    baton__backoff_no_spin(alone_on_one_cpu() ? c->comm_wait : BATON__WAIT_SPIN);
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->head && !c->stopping) pthread_cond_wait(&c->cv, &c->mu);

@@ -152,7 +152,7 @@ struct baton_comm {
     int thread_started, stopping;
     baton_work *head, *tail;
     int pending;                   /* works queued or running (atomic: see run_blocking) */
-    int comm_wait;                 /* how the comm thread waits when alone on one CPU (BATON_COMM_WAIT, coll.c) */
+    int comm_wait;                 /* the comm thread's waits when alone on one CPU: BATON__WAIT_NAP or _YIELD (coll.c) */
     int broken;                    /* a collective failed: the communicator is unusable */
     char broken_reason[512];
 };

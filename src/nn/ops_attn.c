@@ -67,6 +67,8 @@ void baton__bwd_ADD(baton_tape *t, baton_node *nd) {
  * columns) and skip the keys a block cannot see: at T = 256 in blocks of 64, 10/16 of the square products'
  * multiply-adds. Entries of a block above the diagonal are computed and then zeroed by the softmax rows. */
 enum { ATT_RB = 64 };
+/* the end of the block that starts at row (or column) r0 */
+static inline int att_block_end(int r0, int tt) { return tt - r0 < ATT_RB ? tt : r0 + ATT_RB; }
 
 /* One (sequence, head): P (T,T) and Y (T,D) from the strided views q, k, v (row stride ld; K and V c columns
  * right of Q) into y (row stride ldy). */
@@ -74,7 +76,7 @@ static void head_fwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
                      float *y, int ldy) {
     const float *k = q + c, *v = q + 2 * c;
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         float *pr = p + (size_t)r0 * tt;
         baton_gemm(be, 0, 1, rb, r1, d, q + (size_t)r0 * ld, ld, k, ld, 0.0f, pr, tt);   /* S[r0:r1, :r1] = Q K^T */
         /* mask j > i; zeros up to the block's last column only: no product reads a row past it */
@@ -119,7 +121,7 @@ static void bmm(int hh, int m, int n, int k, const uint16_t *a, ll a0, ll a1, ll
 static void seq_fwd_bf16(int tt, int h, int d, int c, float scale, const uint16_t *qb, float *p, uint16_t *pb, float *yt) {
     ll ld = 3 * c, tsq = (ll)tt * tt;
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         /* S_h[r0:r1, :r1] = Q_h[r0:r1] K_h[:r1]^T  (K^T: element (h, e, j) at j*ld + h*D + e) */
         bmm(h, rb, r1, d, qb + r0 * ld, d, ld, 1, qb + c, d, 1, ld, 0.0f, p + (ll)r0 * tt, tsq, tt, 1);
         for (int hi = 0; hi < h; hi++)
@@ -139,27 +141,27 @@ static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, c
                          const uint16_t *pb, const uint16_t *dyb, float *dp, uint16_t *dsb, float *dq) {
     ll ld = 3 * c, tsq = (ll)tt * tt;
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dP_h[r0:r1, :r1] = dY_h[r0:r1] V_h[:r1]^T */
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         bmm(h, rb, r1, d, dyb + (ll)r0 * c, d, c, 1, qb + 2 * c, d, 1, ld, 0.0f, dp + (ll)r0 * tt, tsq, tt, 1);
     }
     for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dV_h[j0:j1] = P_h[j0:, j0:j1]^T dY_h[j0:] */
-        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        int jb = att_block_end(j0, tt) - j0;
         bmm(h, jb, d, tt - j0, pb + (ll)j0 * tt + j0, tsq, 1, tt, dyb + (ll)j0 * c, d, c, 1, beta,
             dq + 2 * c + j0 * ld, d, ld, 1);
     }
     for (int hi = 0; hi < h; hi++)   /* dS, rounded up to the end of the row's block (what the products read) */
         for (int i = 0; i < tt; i++) {
-            int r1 = (i / ATT_RB + 1) * ATT_RB < tt ? (i / ATT_RB + 1) * ATT_RB : tt;
+            int r1 = att_block_end(i - i % ATT_RB, tt);
             float *row = dp + hi * tsq + (ll)i * tt;
             baton__softmax_bwd_row(row, p + hi * tsq + (ll)i * tt, i + 1, r1, scale);
             baton__row_to_bf16(dsb + hi * tsq + (ll)i * tt, row, r1);
         }
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ_h[r0:r1] = dS_h[r0:r1, :r1] K_h[:r1] */
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         bmm(h, rb, d, r1, dsb + (ll)r0 * tt, tsq, tt, 1, qb + c, d, ld, 1, beta, dq + r0 * ld, d, ld, 1);
     }
     for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dK_h[j0:j1] = dS_h[j0:, j0:j1]^T Q_h[j0:] */
-        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        int jb = att_block_end(j0, tt) - j0;
         bmm(h, jb, d, tt - j0, dsb + (ll)j0 * tt + j0, tsq, 1, tt, qb + j0 * ld, d, ld, 1, beta, dq + c + j0 * ld, d,
             ld, 1);
     }
@@ -269,24 +271,24 @@ static void head_bwd(baton_gemm_backend be, int tt, int d, int ld, int c, float 
     /* row blocks r0..r1 see keys < r1; column blocks j0..j1 are seen by rows >= j0 only (P and dS are zero above
      * the diagonal; dP's entries right of a row block are never read: the softmax rows stop at i + 1) */
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dP[r0:r1, :r1] = dY V^T */
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         baton_gemm(be, 0, 1, rb, r1, d, dy + (size_t)r0 * c, c, v, ld, 0.0f, dp + (size_t)r0 * tt, tt);
     }
     for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dV[j0:j1] = P[j0:, j0:j1]^T dY[j0:] */
-        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        int jb = att_block_end(j0, tt) - j0;
         baton_gemm(be, 1, 0, jb, d, tt - j0, p + (size_t)j0 * tt + j0, tt, dy + (size_t)j0 * c, c, beta,
                    dv + (size_t)j0 * ld, ld);
     }
     for (int i = 0; i < tt; i++) {   /* dS, in place of dP, zeros up to the end of the row's block (as P) */
-        int r1 = (i / ATT_RB + 1) * ATT_RB < tt ? (i / ATT_RB + 1) * ATT_RB : tt;
+        int r1 = att_block_end(i - i % ATT_RB, tt);
         baton__softmax_bwd_row(dp + (size_t)i * tt, p + (size_t)i * tt, i + 1, r1, scale);
     }
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ[r0:r1] = dS[r0:r1, :r1] K[:r1] */
-        int rb = tt - r0 < ATT_RB ? tt - r0 : ATT_RB, r1 = r0 + rb;
+        int r1 = att_block_end(r0, tt), rb = r1 - r0;
         baton_gemm(be, 0, 0, rb, d, r1, dp + (size_t)r0 * tt, tt, k, ld, beta, dq + (size_t)r0 * ld, ld);
     }
     for (int j0 = 0; j0 < tt; j0 += ATT_RB) {   /* dK[j0:j1] = dS[j0:, j0:j1]^T Q[j0:] */
-        int jb = tt - j0 < ATT_RB ? tt - j0 : ATT_RB;
+        int jb = att_block_end(j0, tt) - j0;
         baton_gemm(be, 1, 0, jb, d, tt - j0, dp + (size_t)j0 * tt + j0, tt, q + (size_t)j0 * ld, ld, beta,
                    dk + (size_t)j0 * ld, ld);
     }

@@ -66,19 +66,19 @@ void baton__backoff_init(baton_backoff *b) {
     b->nap_ns = NAP_MIN_NS;
 }
 
-static _Thread_local int no_spin;
+static _Thread_local int wait_from = BATON__WAIT_SPIN;
 
-void baton__backoff_no_spin(int on) { no_spin = on; }
+void baton__backoff_no_spin(int from) { wait_from = from; }
 
 void baton__backoff(baton_backoff *b) {
     if (b->iter < BACKOFF_SPIN) {
-        if (!no_spin) {
+        if (wait_from == BATON__WAIT_SPIN) {
             b->iter++;
             baton__cpu_relax();
             return;
         }
         /* straight to the yield phase (sched_yield hands the CPU to the working thread), or to the naps */
-        b->iter = no_spin == 2 ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
+        b->iter = wait_from == BATON__WAIT_NAP ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
     }
     if (b->iter < BACKOFF_SPIN + BACKOFF_YIELD) {
         b->iter++;

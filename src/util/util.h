@@ -71,13 +71,15 @@ void baton__backoff(baton_backoff *b);
  * skip spinning, nap early and nap longer (baton__backoff_oversubscribed() is then 1). */
 void baton__backoff_set_load(int ranks, int cpus);
 int baton__backoff_oversubscribed(void);
-/* For the calling thread only: its waits skip the spin phase (on = 1: they start at sched_yield; on = 2:
- * they also skip the yield phase and nap from the first call). For a thread that shares its only CPU with a
+/* For the calling thread only: where its waits start. BATON__WAIT_SPIN (the default) spins, then yields, then
+ * naps; BATON__WAIT_YIELD skips the spin phase and starts at sched_yield; BATON__WAIT_NAP also skips the yield
+ * phase and naps from the first call. For a thread that shares its only CPU with a
  * thread doing the work (a comm thread of a rank bound to one CPU, while the user thread computes), a spin
  * takes that CPU from the work and cannot make the awaited peer come sooner; and a thread that yielded
  * gets the CPU back only when the working thread's time slice ends (milliseconds), where a napping one is
  * woken at the nap's end and runs at once (docs/python.md has the measurements). */
-void baton__backoff_no_spin(int on);
+enum { BATON__WAIT_SPIN = 0, BATON__WAIT_YIELD = 1, BATON__WAIT_NAP = 2 };
+void baton__backoff_no_spin(int from);
 
 static inline void baton__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
