@@ -1,11 +1,14 @@
 /* prog_async.c: asynchronous collectives under `baton run`, for test_coll.c. Keeps up to 8 all-reduces and
  * broadcasts in flight, mixes in blocking calls (which must run after the queued ones, in issue order),
- * polls with baton_test, and checks every result exactly. Prints "prog_async: rank R: ok". */
+ * polls with baton_test, and checks every result exactly. Prints "prog_async: rank R: ok", and before it the
+ * CPUs the rank may run on and the scheduler slice its comm thread set (BATON_COMM_SLICE_US). */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "baton/comm.h"
+#include "comm/comm_internal.h"
 
 enum { INFLIGHT = 8, ROUNDS = 40 };
 
@@ -56,6 +59,10 @@ int main(void) {
         }
     }
     for (int i = 0; i < INFLIGHT; i++) free(bufs[i]);
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+    printf("prog_async: rank %d: cpus %d comm slice %llu ns\n", rank, cpus,
+           (unsigned long long)baton__comm_thread_slice_ns(c));
     baton_comm_free(c);
     if (bad) return 1;
     printf("prog_async: rank %d: ok\n", rank);

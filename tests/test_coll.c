@@ -3,11 +3,14 @@
  * Sweeps world sizes 1, 2, 3, 4, 8 (8 ranks oversubscribe the 2 cores) x counts 0, 1, odd, not divisible
  * by the world size, larger than a staging chunk / pipeline segment x all dtypes x all ops x in place and
  * out of place x algorithms x shm and tcp; plus 64 MiB on 2 ranks. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/util.h"
 
 /* Runs prog_coll on n ranks with extra environment and arguments; asserts every rank passed. */
 static void run_matrix(int n, const char *env, const char *args, double timeout_s) {
@@ -276,6 +279,56 @@ TEST_T(async_comm_wait_bad_value_refused, 60) {
     int rc = th_run(cmd, 50, &out, NULL);
     ASSERT_TRUE(rc != 0);
     ASSERT_TRUE(strstr(out, "BATON_COMM_WAIT='sometimes' must be nap (the default) or yield") != NULL);
+    free(out);
+}
+
+/* The comm thread's scheduler slice (BATON_COMM_SLICE_US, issue 10): a rank bound to one CPU gives its comm
+ * thread a short slice, so that the kernel lets it preempt the training thread when work is queued or a peer
+ * wakes it; a rank with more CPUs, or BATON_COMM_SLICE_US=0, leaves the kernel's. Kernels before 6.12 have no
+ * per-thread slice: then nothing may be reported set. */
+static void *probe_slice(void *arg) {
+    int *ok = arg;
+    *ok = baton__thread_set_slice_ns(150000) == BATON_OK && baton__thread_slice_ns() == 150000;
+    return NULL;
+}
+
+static int kernel_has_thread_slices(void) {
+    int ok = 0;
+    pthread_t t;
+    if (pthread_create(&t, NULL, probe_slice, &ok) != 0) return 0;
+    pthread_join(t, NULL);
+    return ok;
+}
+
+static void slice_run(const char *env, unsigned long long bound_ns) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_BIND=core %s %s run -n 2 -- %s/tests/prog_async", env, th_baton(), th_build_dir());
+    int rc = th_run(cmd, 100, &out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n%s\n", cmd, out);
+    ASSERT_EQ_INT(rc, 0);
+    int has = kernel_has_thread_slices(), seen = 0;
+    for (const char *p = out; (p = strstr(p, ": cpus ")); p++) {
+        int cpus = 0;
+        unsigned long long ns = 1;
+        ASSERT_EQ_INT(sscanf(p, ": cpus %d comm slice %llu ns", &cpus, &ns), 2);
+        unsigned long long want = cpus == 1 && has ? bound_ns : 0;
+        if (ns != want) fprintf(stderr, "%s\n", out);
+        ASSERT_TRUE(ns == want);
+        seen++;
+    }
+    ASSERT_EQ_INT(seen, 2);
+    free(out);
+}
+
+TEST_T(async_comm_slice_short_when_bound, 120) { slice_run("", 100000); }
+TEST_T(async_comm_slice_set_by_env, 120) { slice_run("BATON_COMM_SLICE_US=250", 250000); }
+TEST_T(async_comm_slice_off, 120) { slice_run("BATON_COMM_SLICE_US=0", 0); }
+TEST_T(async_comm_slice_bad_value_refused, 60) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "BATON_COMM_SLICE_US=50 %s run -n 2 -- %s/tests/prog_async", th_baton(), th_build_dir());
+    int rc = th_run(cmd, 50, &out, NULL);
+    ASSERT_TRUE(rc != 0);
+    ASSERT_CONTAINS(out, "BATON_COMM_SLICE_US='50' must be 0 (the kernel's slice) or 100 to 100000");
     free(out);
 }
 TEST_T(async_in_flight_tcp_2, 120) { async_run("BATON_TRANSPORT=tcp", 2); }

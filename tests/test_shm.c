@@ -4,7 +4,9 @@
  * before they look at the peer's liveness; these tests use that hook to make the peer finish and exit
  * exactly there, every time. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,4 +145,71 @@ TEST(recv_still_names_a_peer_that_died_mid_message) {
     ASSERT_EQ_INT(rc, BATON_EPEERDEAD);
     ASSERT_CONTAINS(th_errdetail(), "died");
     baton__shm_close(p.shm);
+}
+
+/* Waking instead of timed naps (issue 10): a wait for a counter that has reached its nap phase sleeps on the
+ * posting rank's futex word, and the post wakes it. The peer posts each value only once this rank counts as
+ * one of its sleepers (and a millisecond later, when the wait sleeps in a nap of up to 200 us), so the posts
+ * find a sleeper to wake; the waits must see every value, and some naps must have ended by a wake. */
+enum { WAKE_ROUNDS = 20 };
+
+static void post_to_sleepers(baton_shm *shm) {
+    baton_shm_rank *me = baton__shm_rank_block(shm, 1);
+    int off = getenv("BATON_SHM_WAKE") != NULL; /* the waiting rank's setting (inherited): off, no sleepers */
+    for (uint64_t v = 1; v <= WAKE_ROUNDS; v++) {
+        uint64_t until = baton__now_ns() + 20000000000ull;
+        while (!off && !atomic_load(&me->sleepers))
+            if (baton__now_ns() > until) _exit(8);
+        baton__sleep_ns(1000000);
+        baton__shm_post(shm, BATON_SHM_CTR_BIG, v);
+    }
+    uint64_t sent = 0, woken = 0;
+    baton__shm_wake_stats(shm, &sent, &woken);
+    _exit(off ? (sent == 0 ? 0 : 7) : (sent >= 1 ? 0 : 7));
+}
+
+/* Rank 0 here waits for each of the peer's values from the nap phase on; returns the naps a post ended. */
+static uint64_t wait_for_posts(int *peer_status) {
+    char name[64];
+    seg_name(name, sizeof name);
+    int cmd[2];
+    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
+    pid_t peer = start_peer(name, cmd, post_to_sleepers);
+    static const int globals[2] = {0, 1};
+    baton_shm *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    char go = 'g';
+    ASSERT_TRUE(write(cmd[1], &go, 1) == 1);
+    baton__backoff_no_spin(BATON__WAIT_NAP); /* as the comm thread of a rank bound to one CPU */
+    for (uint64_t v = 1; v <= WAKE_ROUNDS; v++) {
+        int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, v, baton__deadline_after(30));
+        if (rc < 0) th_fail(__FILE__, __LINE__, "wait for %d failed: %s", (int)v, th_errdetail());
+        ASSERT_TRUE(atomic_load(&baton__shm_rank_block(shm, 1)->ctr[BATON_SHM_CTR_BIG].v) >= v);
+    }
+    baton__backoff_no_spin(BATON__WAIT_SPIN);
+    ASSERT_EQ_INT(atomic_load(&baton__shm_rank_block(shm, 1)->sleepers), 0);
+    uint64_t sent = 0, woken = 0;
+    baton__shm_wake_stats(shm, &sent, &woken);
+    waitpid(peer, peer_status, 0);
+    close(cmd[1]);
+    baton__shm_close(shm);
+    return woken;
+}
+
+TEST_T(wait_in_nap_phase_is_woken_by_the_post, 60) {
+    int st = 0;
+    uint64_t woken = wait_for_posts(&st);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_EQ_INT(WEXITSTATUS(st), 0); /* the peer's posts woke a sleeper (7: never; 8: it never saw one) */
+    ASSERT_TRUE(woken >= 1);
+}
+
+TEST_T(wait_naps_out_with_wake_off, 60) {
+    setenv("BATON_SHM_WAKE", "off", 1);
+    int st = 0;
+    uint64_t woken = wait_for_posts(&st); /* the peer waits for a sleeper: with wake off there is none */
+    unsetenv("BATON_SHM_WAKE");
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_EQ_INT(WEXITSTATUS(st), 0); /* and the peer never found a sleeper to wake */
+    ASSERT_EQ_INT((int)woken, 0);
 }

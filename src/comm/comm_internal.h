@@ -153,6 +153,8 @@ struct baton_comm {
     baton_work *head, *tail;
     int pending;                   /* works queued or running (atomic: see run_blocking) */
     int comm_wait;                 /* the comm thread's waits when alone on one CPU: BATON__WAIT_NAP or _YIELD (coll.c) */
+    long comm_slice_us;            /* its scheduler slice when alone on one CPU (BATON_COMM_SLICE_US; 0: the kernel's) */
+    _Atomic uint64_t comm_slice_got_ns; /* the slice the comm thread read back after setting it (0: not set) */
     int broken;                    /* a collective failed: the communicator is unusable */
     char broken_reason[512];
 };
@@ -174,6 +176,9 @@ int baton__autotune_first_use(baton_comm *c);
 
 /* comm_tcp.c: listen, publish this rank's address in the store, connect the full mesh. */
 int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline);
+/* The scheduler slice the comm thread runs with, as it read it back after setting it (BATON_COMM_SLICE_US,
+ * coll.c); 0 when it did not set one (not bound to one CPU, BATON_COMM_SLICE_US=0, or a kernel without it). */
+uint64_t baton__comm_thread_slice_ns(baton_comm *c);
 
 /* comm_mpi.c: --transport mpi: refuses launchers other than Open MPI's, initializes MPI (bounded by
  * timeout_s), and fills *plan with the store rank 0 starts and announces through MPI_Bcast. */

@@ -49,6 +49,8 @@ struct baton_shm {
     uint8_t *chans;           /* [local_size][local_size][chan_stride] */
     size_t chan_stride;
     size_t chan_bytes;        /* capacity of one ring */
+    _Atomic uint64_t wakes_sent, naps_woken; /* baton__shm_wake_stats */
+    int wake;                 /* waits on counters sleep on the futex (BATON_SHM_WAKE, default on) */
 };
 
 size_t baton__shm_chan_bytes(int L) {
@@ -107,8 +109,15 @@ int baton__shm_open(const char *name, int local_rank, int local_size, const int 
         return baton__fail(BATON_EINVAL, "shared memory: %d local ranks on one node is over the limit of %d "
                            "(BATON_SHM_MAX_LOCAL); run fewer ranks per node or --transport tcp",
                            local_size, BATON_SHM_MAX_LOCAL);
+    /* BATON_SHM_WAKE=off: waits on counters nap as before waking existed (for A/B runs; posts still wake
+     * sleepers of ranks that have it on) */
+    const char *we = getenv("BATON_SHM_WAKE");
+    int wake = !we || !*we || !strcmp(we, "on") || !strcmp(we, "1");
+    if (!wake && strcmp(we, "off") && strcmp(we, "0"))
+        return baton__fail(BATON_EINVAL, "BATON_SHM_WAKE='%s' must be on (the default) or off", we);
     baton_shm *s = calloc(1, sizeof *s);
     if (!s) return baton__fail(BATON_ENOMEM, "shared memory: out of memory");
+    s->wake = wake;
     s->local_rank = local_rank;
     s->local_size = local_size;
     for (int i = 0; i < local_size; i++) s->global_ranks[i] = global_ranks ? global_ranks[i] : i;
@@ -235,7 +244,19 @@ void *baton__shm_stage(baton_shm *s, int r, int buf) {
 baton_shm_rank *baton__shm_rank_block(baton_shm *s, int r) { return &s->ranks[r]; }
 
 void baton__shm_post(baton_shm *s, baton_shm_ctr c, uint64_t v) {
-    atomic_store_explicit(&s->ranks[s->local_rank].ctr[c].v, v, memory_order_release);
+    baton_shm_rank *me = &s->ranks[s->local_rank];
+    /* seq_cst store, then seq_cst load of sleepers; a sleeper counts itself (seq_cst) before it loads the
+     * counter: one of the two sees the other's store, so a sleeper is never missed (see nap_on_counter) */
+    atomic_store_explicit(&me->ctr[c].v, v, memory_order_seq_cst);
+    if (atomic_load_explicit(&me->sleepers, memory_order_seq_cst)) {
+        baton__futex_wake_all(&me->wake);
+        atomic_fetch_add_explicit(&s->wakes_sent, 1, memory_order_relaxed);
+    }
+}
+
+void baton__shm_wake_stats(const baton_shm *s, uint64_t *wakes_sent, uint64_t *naps_woken) {
+    *wakes_sent = atomic_load_explicit(&s->wakes_sent, memory_order_relaxed);
+    *naps_woken = atomic_load_explicit(&s->naps_woken, memory_order_relaxed);
 }
 
 /* ---- announcements and descriptor checks --------------------------------------------------------- */
@@ -318,9 +339,28 @@ static uint64_t word_at(const void *base, size_t stride, int r) {
     return atomic_load_explicit((_Atomic uint64_t *)((uint8_t *)base + (size_t)r * stride), memory_order_acquire);
 }
 
+/* The nap of a wait for rank r's counter (word at base + r * stride), spent asleep on r's futex word: r's
+ * post wakes it at once instead of the nap running out (issue 10: with each rank bound to one CPU, the comm
+ * thread of the rank that arrived first noticed its peer up to a 200 us nap late, twice per all-reduce).
+ * The order: read the word's value, count this thread among r's sleepers, look at the counter once more,
+ * sleep only if it is still short; baton__shm_post stores the counter and then looks at the sleepers. */
+static void nap_on_counter(baton_shm *s, waiter *w, const void *base, size_t stride, int r, uint64_t v) {
+    baton_shm_rank *rk = &s->ranks[r];
+    uint32_t seen = atomic_load_explicit(&rk->wake, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&rk->sleepers, 1, memory_order_seq_cst);
+    if (atomic_load_explicit((_Atomic uint64_t *)((uint8_t *)base + (size_t)r * stride), memory_order_seq_cst) < v &&
+        baton__backoff_nap_on(&w->b, &rk->wake, seen))
+        atomic_fetch_add_explicit(&s->naps_woken, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&rk->sleepers, 1, memory_order_seq_cst);
+}
+
+/* counters: base is the counter array of the rank blocks (posted by baton__shm_post, which wakes sleepers) */
 static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride, int r0, int r1, uint64_t v,
-                       uint64_t deadline) {
-    baton__backoff(&w->b);
+                       uint64_t deadline, int counters) {
+    if (counters && s->wake && baton__backoff_naps(&w->b) && !baton__backoff_oversubscribed())
+        nap_on_counter(s, w, base, stride, r0, v);
+    else
+        baton__backoff(&w->b);
     if (w->b.iter < 4000 && (w->b.iter & 255) != 0) return BATON_OK; /* cheap spin phase */
     int rc = check_abort(s);
     if (rc < 0) return rc;
@@ -358,7 +398,8 @@ static int waiter_step(baton_shm *s, waiter *w, const void *base, size_t stride,
     return BATON_OK;
 }
 
-static int wait_range(baton_shm *s, const void *base, size_t stride, int r0, int r1, uint64_t v, uint64_t deadline) {
+static int wait_range(baton_shm *s, const void *base, size_t stride, int r0, int r1, uint64_t v, uint64_t deadline,
+                      int counters) {
     waiter w = {.next_liveness = 0};
     baton__backoff_init(&w.b);
     for (int r = r0; r < r1;) {
@@ -366,22 +407,22 @@ static int wait_range(baton_shm *s, const void *base, size_t stride, int r0, int
             r++;
             continue;
         }
-        int rc = waiter_step(s, &w, base, stride, r, r1, v, deadline);
+        int rc = waiter_step(s, &w, base, stride, r, r1, v, deadline, counters);
         if (rc < 0) return rc;
     }
     return BATON_OK;
 }
 
 int baton__shm_wait_all_at(baton_shm *s, const void *base, size_t stride, uint64_t v, uint64_t deadline) {
-    return wait_range(s, base, stride, 0, s->local_size, v, deadline);
+    return wait_range(s, base, stride, 0, s->local_size, v, deadline, 0);
 }
 
 int baton__shm_wait_all(baton_shm *s, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
-    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), 0, s->local_size, v, deadline);
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), 0, s->local_size, v, deadline, 1);
 }
 
 int baton__shm_wait_one(baton_shm *s, int r, baton_shm_ctr c, uint64_t v, uint64_t deadline) {
-    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), r, r + 1, v, deadline);
+    return wait_range(s, &s->ranks[0].ctr[c].v, sizeof(baton_shm_rank), r, r + 1, v, deadline, 1);
 }
 
 /* ---- p2p transport over byte rings --------------------------------------------------------------- */

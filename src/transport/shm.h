@@ -78,6 +78,11 @@ typedef struct {
      * for peers that read them with process_vm_readv (cross-memory attach); published before a post */
     _Atomic uint64_t cma_send, cma_recv;
     char pad3[BATON_SHM_CACHELINE - 16];
+    /* Waking instead of timed naps (issue 10): a rank waiting for this rank's counters in the nap phase
+     * counts itself in sleepers and sleeps on the futex word wake; baton__shm_post moves wake on and wakes
+     * it when sleepers is not 0. */
+    _Atomic uint32_t wake, sleepers;
+    char pad4[BATON_SHM_CACHELINE - 8];
 } baton_shm_rank;
 
 typedef struct {
@@ -102,9 +107,14 @@ enum { BATON_SHM_SMALL_DATA = 32 };
 void *baton__shm_small(baton_shm *shm, int local_rank, int parity);
 void *baton__shm_stage(baton_shm *shm, int local_rank, int buf);
 
-/* Counters: post stores v (release), waits load with acquire. */
+/* Counters: post stores v, waits load it. A wait for a counter that reaches its nap phase sleeps on the
+ * posting rank's futex word and the post wakes it at once (no nap runs out first: issue 10), unless the node
+ * is oversubscribed (baton__backoff_oversubscribed), where waits nap as before. */
 baton_shm_rank *baton__shm_rank_block(baton_shm *shm, int local_rank);
 void baton__shm_post(baton_shm *shm, baton_shm_ctr c, uint64_t v);
+/* This process's count of posts that woke a sleeping peer, and of its own naps on a counter that ended
+ * because the word moved on (a post) rather than by running out. */
+void baton__shm_wake_stats(const baton_shm *shm, uint64_t *wakes_sent, uint64_t *naps_woken);
 
 /* Waits until every local rank's counter c is >= v (own included). Returns BATON_OK, BATON_ETIMEDOUT
  * (naming the ranks behind), BATON_EPEERDEAD (naming the dead rank) or BATON_ECANCELED (another rank

@@ -1,8 +1,14 @@
 /* time.c: monotonic clock, deadlines, sleeping and the spin-then-back-off waiter. */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -70,22 +76,86 @@ static _Thread_local int wait_from = BATON__WAIT_SPIN;
 
 void baton__backoff_no_spin(int from) { wait_from = from; }
 
-void baton__backoff(baton_backoff *b) {
+/* Where the next call stands: 0 spin, 1 yield, 2 nap (moves a thread that skips the spin phase past it). */
+static int backoff_phase(baton_backoff *b) {
     if (b->iter < BACKOFF_SPIN) {
-        if (wait_from == BATON__WAIT_SPIN) {
-            b->iter++;
-            baton__cpu_relax();
-            return;
-        }
+        if (wait_from == BATON__WAIT_SPIN) return 0;
         /* straight to the yield phase (sched_yield hands the CPU to the working thread), or to the naps */
         b->iter = wait_from == BATON__WAIT_NAP ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
     }
-    if (b->iter < BACKOFF_SPIN + BACKOFF_YIELD) {
+    return b->iter < BACKOFF_SPIN + BACKOFF_YIELD ? 1 : 2;
+}
+
+int baton__backoff_naps(baton_backoff *b) { return backoff_phase(b) == 2; }
+
+static void nap_grow(baton_backoff *b) {
+    if (b->nap_ns < b->nap_max_ns) b->nap_ns *= 2;
+    if (b->nap_ns > b->nap_max_ns) b->nap_ns = b->nap_max_ns;
+}
+
+int baton__backoff_nap_on(baton_backoff *b, _Atomic uint32_t *word, uint32_t seen) {
+    if (backoff_phase(b) != 2) {
+        baton__backoff(b);
+        return 0;
+    }
+    /* The longest nap at once: the waker wakes it, so short first naps would only add wake-ups (each one
+     * preempts the thread it shares its CPU with); the timeout keeps the caller's abort and liveness checks. */
+    uint32_t ns = b->nap_max_ns;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    /* not FUTEX_PRIVATE_FLAG: the word lives in memory other processes share, and they wake it */
+    long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+    return rc == 0 || (rc < 0 && errno == EAGAIN);
+}
+
+void baton__futex_wake_all(_Atomic uint32_t *word) {
+    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void baton__backoff(baton_backoff *b) {
+    switch (backoff_phase(b)) {
+    case 0:
+        b->iter++;
+        baton__cpu_relax();
+        return;
+    case 1:
         b->iter++;
         sched_yield();
         return;
+    default:
+        baton__sleep_ns(b->nap_ns);
+        nap_grow(b);
     }
-    baton__sleep_ns(b->nap_ns);
-    if (b->nap_ns < b->nap_max_ns) b->nap_ns *= 2;
-    if (b->nap_ns > b->nap_max_ns) b->nap_ns = b->nap_max_ns;
+}
+
+/* ---- the calling thread's scheduler slice -------------------------------------------------------------- */
+
+typedef struct { /* the kernel's struct sched_attr (SCHED_ATTR_SIZE_VER1); glibc's sched.h has none */
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+    uint32_t sched_util_min, sched_util_max;
+} kernel_sched_attr;
+
+int baton__thread_set_slice_ns(uint64_t ns) {
+    kernel_sched_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.sched_policy = SCHED_OTHER;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0); /* this thread's (Linux): kept */
+    if (errno) return baton__fail(BATON_ESYS, "getpriority: %s", strerror(errno));
+    a.sched_nice = nice;
+    a.sched_runtime = ns;
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+        return baton__fail(BATON_ESYS, "sched_setattr (slice %llu ns): %s", (unsigned long long)ns, strerror(errno));
+    return BATON_OK;
+}
+
+uint64_t baton__thread_slice_ns(void) {
+    kernel_sched_attr a;
+    memset(&a, 0, sizeof a);
+    return syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0 ? a.sched_runtime : 0;
 }

@@ -4,6 +4,7 @@
 #define BATON_UTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,22 @@ int baton__backoff_oversubscribed(void);
  * woken at the nap's end and runs at once (docs/python.md has the measurements). */
 enum { BATON__WAIT_SPIN = 0, BATON__WAIT_YIELD = 1, BATON__WAIT_NAP = 2 };
 void baton__backoff_no_spin(int from);
+/* Napping on a futex word, for waits whose waker can signal (issue 10): baton__backoff_naps(b) is 1 when
+ * the next baton__backoff(b) would nap (past the spin and yield phases). baton__backoff_nap_on(b, word,
+ * seen) then sleeps in FUTEX_WAIT on word (shared between processes: no private flag) while it still holds
+ * seen, for the longest nap at once (the waker is expected to wake it): it returns 1 when woken (or word
+ * had moved on), 0 when the nap ran out. Before the nap phase, it is baton__backoff(b).
+ * baton__futex_wake_all(word) moves word on and wakes every thread napping on it. The waker/sleeper
+ * protocol (who counts sleepers, the order of stores and loads) is the caller's. */
+int baton__backoff_naps(baton_backoff *b);
+int baton__backoff_nap_on(baton_backoff *b, _Atomic uint32_t *word, uint32_t seen);
+void baton__futex_wake_all(_Atomic uint32_t *word);
+/* The calling thread's scheduler slice (sched_setattr's sched_runtime for a SCHED_OTHER thread, nice kept):
+ * Linux 6.12 and later give a thread with a shorter slice an earlier deadline, so it preempts on wake-up;
+ * the kernel clamps it to 0.1-100 ms, and older kernels accept and ignore it. baton__thread_slice_ns reads it
+ * back (0 when the kernel has no per-thread slice, or on failure). */
+int baton__thread_set_slice_ns(uint64_t ns);
+uint64_t baton__thread_slice_ns(void);
 
 static inline void baton__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
