@@ -497,6 +497,14 @@ int baton_cmd_bench(int argc, char **argv) {
             size_t slot = (o.sweeps > 1 ? 2 * (size_t)zi : 0) + (size_t)m;
             if (sw == 0) memset(wrongs[slot], 0, sizeof wrongs[slot]);
             int rc = BATON_OK;
+            /* The size's own warm-up: -w untimed iterations of the round's first algorithm before its own -w.
+             * Every other algorithm of the round runs after one at the same size; the first came after another
+             * size and, with -w 1 at 32 and 64 MiB over tcp, was 1.18x slower than after itself even with the
+             * buffers already in place (docs/plan.md, "Same algorithm, two times"). */
+            if (o.warmup > 0 && o.nalgos > 1) {
+                baton_comm_set_algo(c, o.algos[baton__round_order(o.nalgos, sw * o.rounds, 0)]);
+                for (long i = 0; i < o.warmup && rc >= 0; i++) rc = run_once(c, &o, &b, count);
+            }
             for (long r = sw * o.rounds; r < (sw + 1) * o.rounds && rc >= 0; r++)
                 for (int k = 0; k < o.nalgos && rc >= 0; k++) {
                     int ai = baton__round_order(o.nalgos, r, k);
