@@ -445,7 +445,7 @@ int baton_cmd_bench(int argc, char **argv) {
     /* The buffers are allocated once, for the largest size, and written in full before anything runs; every
      * size uses their beginning. Until 2026-11-26 each size allocated (and faulted in) buffers of its own, so
      * the first algorithm of every round after a size change ran on fresh pages: from 32 MiB, where a run is
-     * one warm-up and one timed iteration, that algorithm measured 1.3-1.5x slower (docs/plan.md, "Same
+     * one warm-up and one timed iteration, that algorithm measured 1.2-1.5x slower (docs/plan.md, "Same
      * algorithm, two times"), and an algorithm that came first more often than another lost to itself. */
     uint64_t top = o.minbytes;
     while (o.coll != B_BARRIER) {
