@@ -273,13 +273,17 @@ TEST_T(async_in_flight_shm_3, 120) { async_run("", 3); }
  * (BATON_COMM_WAIT=nap, the default) or yields first (yield) */
 TEST_T(async_in_flight_shm_2_bound_nap, 120) { async_run("", 2); }
 TEST_T(async_in_flight_shm_2_bound_yield, 120) { async_run("BATON_COMM_WAIT=yield", 2); }
-TEST_T(async_comm_wait_bad_value_refused, 60) {
+/* A bad setting of the comm thread fails the first asynchronous collective with its one-line message. */
+static void async_refused(const char *env, const char *message) {
     char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof cmd, "BATON_COMM_WAIT=sometimes %s run -n 2 -- %s/tests/prog_async", th_baton(), th_build_dir());
+    snprintf(cmd, sizeof cmd, "%s %s run -n 2 -- %s/tests/prog_async", env, th_baton(), th_build_dir());
     int rc = th_run(cmd, 50, &out, NULL);
     ASSERT_TRUE(rc != 0);
-    ASSERT_TRUE(strstr(out, "BATON_COMM_WAIT='sometimes' must be nap (the default) or yield") != NULL);
+    ASSERT_CONTAINS(out, message);
     free(out);
+}
+TEST_T(async_comm_wait_bad_value_refused, 60) {
+    async_refused("BATON_COMM_WAIT=sometimes", "BATON_COMM_WAIT='sometimes' must be nap (the default) or yield");
 }
 
 /* The comm thread's scheduler slice (BATON_COMM_SLICE_US, issue 10): a rank bound to one CPU gives its comm
@@ -324,11 +328,6 @@ TEST_T(async_comm_slice_short_when_bound, 120) { slice_run("", 100000); }
 TEST_T(async_comm_slice_set_by_env, 120) { slice_run("BATON_COMM_SLICE_US=250", 250000); }
 TEST_T(async_comm_slice_off, 120) { slice_run("BATON_COMM_SLICE_US=0", 0); }
 TEST_T(async_comm_slice_bad_value_refused, 60) {
-    char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof cmd, "BATON_COMM_SLICE_US=50 %s run -n 2 -- %s/tests/prog_async", th_baton(), th_build_dir());
-    int rc = th_run(cmd, 50, &out, NULL);
-    ASSERT_TRUE(rc != 0);
-    ASSERT_CONTAINS(out, "BATON_COMM_SLICE_US='50' must be 0 (the kernel's slice) or 100 to 100000");
-    free(out);
+    async_refused("BATON_COMM_SLICE_US=50", "BATON_COMM_SLICE_US='50' must be 0 (the kernel's slice) or 100 to 100000");
 }
 TEST_T(async_in_flight_tcp_2, 120) { async_run("BATON_TRANSPORT=tcp", 2); }
