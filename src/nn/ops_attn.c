@@ -179,14 +179,18 @@ static baton_tensor *push_attention(baton_tape *t, baton_tensor *qkv, baton_tens
     return y;
 }
 
-/* The saved buffer of the bf16 path: P (f32), then P's bf16 copy, then the rounded qkv, per sequence (training) */
+/* The saved buffer of the bf16 path: P (f32), then P's bf16 copy, then the rounded qkv, per sequence (training).
+ * When qkv's producer wrote its bf16 copy (the GPT's qkv layer stores its output as bf16 only: baton__bf16_kept
+ * finds it), the sequences' rows are read from that copy, in the forward and the backward, and none is saved. */
 static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int h) {
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
     float scale = 1.0f / sqrtf((float)d);
     int rg = baton__needs_grad(qkv), par = b > 1, nthr = par ? omp_get_max_threads() : 1, slots = rg ? b : nthr;
+    const uint16_t *qk = baton__bf16_kept(t, qkv->data, b * tt, ld);
     baton_tensor *y = baton__tensor_new(t, 2, (int[]){b * tt, c}, rg);
     size_t hsq = (size_t)h * tt * tt, np = (size_t)slots * hsq;
-    float *p_all = baton__arena_alloc(t, np * sizeof(float) + np * sizeof(uint16_t) + (size_t)slots * tt * ld * sizeof(uint16_t));
+    float *p_all = baton__arena_alloc(t, np * sizeof(float) + np * sizeof(uint16_t) +
+                                             (qk ? 0 : (size_t)slots * tt * ld * sizeof(uint16_t)));
     uint16_t *pb_all = (uint16_t *)(p_all + np), *qb_all = pb_all + np;
     float *yt_all = baton__arena_alloc(t, (size_t)nthr * tt * c * sizeof(float));
     int only = 0;
@@ -194,9 +198,10 @@ static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
     for (int bi = 0; bi < b; bi++) {
         int th = omp_get_thread_num(), sl = rg ? bi : th;
-        uint16_t *qb = qb_all + (size_t)sl * tt * ld;
+        const uint16_t *qb = qk ? qk + (size_t)bi * tt * ld : qb_all + (size_t)sl * tt * ld;
         float *yt = yt_all + (size_t)th * tt * c;
-        for (int i = 0; i < tt; i++) baton__row_to_bf16(qb + (size_t)i * ld, qkv->data + ((size_t)bi * tt + i) * ld, ld);
+        for (int i = 0; !qk && i < tt; i++)
+            baton__row_to_bf16(qb_all + ((size_t)sl * tt + i) * ld, qkv->data + ((size_t)bi * tt + i) * ld, ld);
         seq_fwd_bf16(tt, h, d, c, scale, qb, p_all + sl * hsq, pb_all + sl * hsq, yt);
         for (int i = 0; i < tt; i++) {
             size_t o = ((size_t)bi * tt + i) * c;
@@ -215,7 +220,8 @@ static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
     float scale = 1.0f / sqrtf((float)d), beta = baton__grad_begin(qkv);
     size_t hsq = (size_t)h * tt * tt, np = (size_t)b * hsq;
     const float *p_all = nd->saved;
-    const uint16_t *pb_all = (const uint16_t *)(p_all + np), *qb_all = pb_all + np;
+    const uint16_t *pb_all = (const uint16_t *)(p_all + np), *qb_all = baton__bf16_kept(t, qkv->data, b * tt, ld);
+    if (!qb_all) qb_all = pb_all + np;
     float *dp_all = baton__arena_alloc(t, (size_t)nthr * hsq * sizeof(float));   /* per thread */
     uint16_t *ds_all = baton__arena_alloc(t, (size_t)nthr * (hsq + (size_t)tt * c) * sizeof(uint16_t));
     uint16_t *bf = baton__grad_slot(t, qkv, beta);
