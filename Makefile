@@ -91,6 +91,11 @@ $(BUILD)/tests/test_observe: $(BUILD)/obj/tests/test_observe.o $(HARNESS) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/obj/tools/train_metrics.o $(BUILD)/libbaton.a $(EXE_LDLIBS)
 
+# test_blame also checks the launcher's verdict on made-up outcomes (tools/run_group.c, no process started).
+$(BUILD)/tests/test_blame: $(BUILD)/obj/tests/test_blame.o $(HARNESS) $(BUILD)/obj/tools/run_group.o $(BUILD)/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS) $(BUILD)/obj/tools/run_group.o $(BUILD)/libbaton.a $(EXE_LDLIBS)
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/baton run -n 2 -- $(BUILD)/baton train --model mlp --data fashion-mnist --epochs 5

@@ -3,8 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tools/run.h"
 #include "harness.h"
 
 /* The summary line of the launcher that carries "(first failure)", or "" */
@@ -61,6 +64,51 @@ TEST_T(rank_stopped_in_the_init_barrier_is_blamed, 60) {
         ASSERT_CONTAINS(line, "stopped state");
         free(out);
     }
+}
+
+/* The launcher's verdict on a made-up outcome (no process started): rank 0 timed out in the init barrier and
+ * exited; ranks 1 and 3 had timed out too and posted it, but were still exiting when the launcher stopped the
+ * group, and rank 1 looked stopped (under LeakSanitizer the exit check ptrace-stops a process's threads); rank 2
+ * posted nothing and was SIGSTOPped. Rank 2 is the one that stayed silent. The launcher used to blame rank 1 (a
+ * stopped-looking rank, first among equals), which a `make asan` run of the test above showed at load 10. */
+TEST(a_rank_that_posted_its_own_timeout_is_not_the_silent_one) {
+    run_worker w[4];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 4; i++) {
+        w[i].rank = i;
+        w[i].fail_peer = -1;
+        w[i].fd[0] = w[i].fd[1] = -1;
+        w[i].stopped = i > 0;
+        w[i].status = i == 0 ? 1 << 8 : SIGTERM; /* rank 0 exited 1; the others were ended by SIGTERM */
+        w[i].ended_ns = 1000000000ull + (uint64_t)i;
+        if (i != 2) snprintf(w[i].fail_kind, sizeof w[i].fail_kind, "timeout");
+    }
+    w[1].frozen = w[2].frozen = 1;
+    run_group g = {.n = 4, .w = w, .pgid = 0, .tag = 0, .running = 0};
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/report-XXXXXX", th_tmpdir());
+    int fd = mkstemp(tmpl);
+    ASSERT_TRUE(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int causes = run_group_report(&g, "");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char out[4096] = "";
+    ssize_t n = pread(fd, out, sizeof out - 1, 0);
+    close(fd);
+    unlink(tmpl);
+    ASSERT_TRUE(n > 0);
+    out[n] = '\0';
+    char line[512];
+    cause_line(out, line, sizeof line);
+    if (!strstr(line, "rank 2 stopped responding")) fprintf(stderr, "%s", out);
+    ASSERT_EQ_INT(causes, 1);
+    ASSERT_CONTAINS(line, "rank 2 stopped responding");
+    ASSERT_CONTAINS(line, "stopped state");
+    ASSERT_CONTAINS(out, "rank 1 stopped by the launcher");
 }
 
 /* A rank that crashes is still the first failure, not a rank that merely saw it. */

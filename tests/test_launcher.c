@@ -122,7 +122,7 @@ TEST(a_failing_worker_stops_the_group_within_5_seconds) {
     double dt;
     int rc = run(30, &out, &dt, "%s run -n 4 -- sh -c 'if [ $RANK = 1 ]; then exit 3; fi; exec sleep 60'", th_baton());
     ASSERT_EQ_INT(rc, 1);
-    ASSERT_TRUE(dt < 5.0);
+    ASSERT_TRUE(dt < 5.0 * th_timeout_scale());
     ASSERT_CONTAINS(out, "baton run: rank 1 exited with code 3");
     ASSERT_CONTAINS(out, "rank 0 stopped by the launcher");
     ASSERT_CONTAINS(out, "rank 2 stopped by the launcher");
@@ -134,7 +134,7 @@ TEST(a_failing_worker_stops_the_group_within_5_seconds) {
              th_baton());
     ASSERT_EQ_INT(rc, 1);
     fprintf(stderr, "    SIGTERM-ignoring workers stopped after %.2f s\n", dt);
-    ASSERT_TRUE(dt > 3.0 && dt < 5.5);
+    ASSERT_TRUE(dt > 3.0 && dt < 5.5 * th_timeout_scale());
     ASSERT_CONTAINS(out, "rank 0 exited with code 3");
     ASSERT_CONTAINS(out, "rank 1 stopped by the launcher (killed by signal 9 (SIGKILL))");
     free(out);
@@ -152,7 +152,7 @@ TEST(sigterm_to_the_launcher_stops_the_workers) {
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(out, "launcher_rc=143");
     ASSERT_CONTAINS(out, "got SIGTERM");
-    ASSERT_TRUE(dt < 5.0);
+    ASSERT_TRUE(dt < 5.0 * th_timeout_scale());
     for (int r = 0; r < 2; r++) {
         char path[512];
         snprintf(path, sizeof path, "%s/pid.%d", dir, r);
@@ -241,7 +241,7 @@ TEST(max_restarts_restarts_then_gives_up_reporting_every_failure) {
     ASSERT_TRUE(strstr(out, "attempt 3") == NULL);
     ASSERT_CONTAINS(out, "restarting all 2 workers (restart 1 of 2)");
     ASSERT_CONTAINS(out, "giving up after 2 restart(s)");
-    ASSERT_TRUE(dt < 15.0);
+    ASSERT_TRUE(dt < 15.0 * th_timeout_scale());
     free(out);
 }
 
@@ -354,7 +354,7 @@ TEST(two_launchers_failure_on_one_node_stops_the_other) {
     ASSERT_CONTAINS(out, "baton run: rank 3 exited with code 7");
     ASSERT_CONTAINS(out, "stopped because of another node: node 1: rank 3 exited with code 7");
     ASSERT_CONTAINS(out, "rank 0 stopped by the launcher");
-    ASSERT_TRUE(dt < 8.0);
+    ASSERT_TRUE(dt < 8.0 * th_timeout_scale());
     free(out);
 }
 

@@ -430,7 +430,9 @@ int run_group_report(const run_group *g, const char *prefix) {
         if (w->ended_ns - g->w[first].ended_ns < 50000000ull) first = i;
     }
     /* Every rank that failed was waiting for others: the cause is a rank that stayed silent until the launcher
-     * stopped it. Among several, one the waiting ranks named, then one found in the stopped state. */
+     * stopped it. Among several, one that posted no failure of its own (a rank still exiting after its own
+     * timeout was waiting, not silent, even if it looked stopped: LeakSanitizer's exit check ptrace-stops a
+     * process's threads), then one the waiting ranks named, then one found in the stopped state. */
     if (nfailed > 0 && nwaited == nfailed) {
         int best = -1;
         for (int i = 0; i < g->n; i++) {
@@ -438,7 +440,7 @@ int run_group_report(const run_group *g, const char *prefix) {
             if (!w->stopped) continue;
             int named = 0;
             for (int k = 0; k < g->n; k++) named |= !g->w[k].stopped && g->w[k].fail_peer == w->rank;
-            int score = 2 * named + w->frozen;
+            int score = 4 * !w->fail_kind[0] + 2 * named + w->frozen;
             if (best < 0 || score > best) best = score, silent = i;
         }
     }
