@@ -18,6 +18,8 @@
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
 #   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: sweeps or passes of the prediction check, sweeps of the auto check up to 1 MiB), BIG_ROUNDS (5: above;
+#          both rounded to the nearest whole number of Williams designs of the job's algorithms since 2026-11-26 20:10 UTC:
+#          6 for 2 or 3 algorithms, 4 for auto,direct,ring,rd, so each algorithm runs first equally often;
 #          3 until 2026-11-26 15:00 UTC: a median of 3 single iterations from 32 MiB left same-algorithm pairs 1.06-1.3x apart),
 #          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp"),
 #          PARTS ("pred auto": which checks to run), CAL (a calibration file to use instead of calibrating;
@@ -62,6 +64,14 @@ round_order() {
             w = j == 0 ? 0 : (j % 2 ? (j + 1) / 2 : n - j / 2); out = out (k ? "," : "") $((w + p) % n + 1) }
         print out }'
 }
+# balanced LIST R: R sweeps (or passes) rounded to the nearest whole number of Williams designs for LIST's algorithms
+# (n rounds for an even n, 2n for an odd n; a tie rounds up; at least one design), so that every algorithm runs in
+# every position and after every other one equally often. With 5 sweeps and `auto,ring,rd` auto ran first in 2 of
+# them and ring in 1; with `auto,direct,ring,rd`, auto first in 2, direct, ring and rd in 1 (docs/plan.md, "Same
+# algorithm, two times", 2026-11-26)
+balanced() {
+    echo "$1" | awk -F, -v r="$2" '{ d = NF % 2 ? 2 * NF : NF; k = int((r + d / 2) / d); if (k < 1) k = 1; print k * d }'
+}
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 elapsed() { echo $(($(date +%s) - start)); }
 min() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
@@ -100,14 +110,17 @@ if [ $do_pred = 1 ]; then
     # below), as the calibration measures them: there a job's draw, not its sweeps, is what varies
     for tr in $TRANSPORTS; do
         for k in $RANKS_PRED; do
-            [ "$k" -gt "$(nproc)" ] || bench "$tr" "$k" "$(algos_of "$tr")" "$ROUNDS" 4 16M 2 5
+            [ "$k" -gt "$(nproc)" ] || bench "$tr" "$k" "$(algos_of "$tr")" "$(balanced "$(algos_of "$tr")" "$ROUNDS")" 4 16M 2 5
         done
     done
+    npass=0   # passes: a whole number of designs for every transport's algorithms (shm 3, tcp 2)
+    for tr in $TRANSPORTS; do p=$(balanced "$(algos_of "$tr")" "$ROUNDS"); [ "$p" -gt $npass ] && npass=$p; done
     j=0
-    while [ $j -lt "$ROUNDS" ]; do
+    while [ $j -lt $npass ]; do
         for tr in $TRANSPORTS; do
             for k in $RANKS_PRED; do
-                [ "$k" -gt "$(nproc)" ] && bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 4 16M 2 5
+                [ "$k" -gt "$(nproc)" ] && [ $j -lt "$(balanced "$(algos_of "$tr")" "$ROUNDS")" ] &&
+                    bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 4 16M 2 5
             done
         done
         j=$((j + 1))
@@ -123,9 +136,10 @@ export BATON_TUNING="$O/cal.json"
 if [ $do_auto = 1 ]; then
     for tr in $TRANSPORTS; do
         for k in $RANKS_AUTO; do
-            bench "$tr" "$k" "auto,$(algos_of "$tr")" "$ROUNDS" 8 "$(min "$maxb" 1048576)" 2 5
-            [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 2M "$(min "$maxb" 16777216)" 2 5
-            [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "auto,$(algos_of "$tr")" "$BIG_ROUNDS" 32M "$maxb" 1 1
+            L="auto,$(algos_of "$tr")"
+            bench "$tr" "$k" "$L" "$(balanced "$L" "$ROUNDS")" 8 "$(min "$maxb" 1048576)" 2 5
+            [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 2M "$(min "$maxb" 16777216)" 2 5
+            [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 32M "$maxb" 1 1
         done
     done
     echo "auto check measured at $(elapsed) s, load after: $(load)"

@@ -94,6 +94,50 @@ TEST_T(bench_bad_values_name_the_flag, 60) {
     }
 }
 
+/* --runs lists every timed run (rank 0, stderr) in the order it ran: each round in the order of the Williams
+ * design (baton__round_order), and no size's runs fault pages in: the buffers are allocated for the largest
+ * size and written once before anything runs. Until 2026-11-26 every size allocated fresh buffers, so the first
+ * algorithm of each round after a size change faulted in the whole output buffer (256 pages at 1 MiB) and, from
+ * 32 MiB, measured 1.2-1.5x slower than the same algorithm later in the round (docs/plan.md). Ring over tcp
+ * with 2 ranks, f32, out of place, uses no scratch, so its runs may fault only the odd page. */
+TEST_T(bench_runs_lists_every_run_in_order_and_no_size_faults_its_buffers_in, 90) {
+    char *out = NULL;
+    int rc = run_bench("allreduce --csv --runs --transport tcp --algo ring,rd --rounds 1 --sweeps 3 -b 1M -e 4M -f 2 -w 1 "
+                       "-n 1 --min-time 0",
+                       &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    ASSERT_EQ_INT(rc, 0);
+    int nruns = 0, ring_runs = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "run,", 4)) continue;
+        unsigned long long bytes;
+        long sweep, round, iters, faults;
+        int pos;
+        char asked[16], used[16];
+        double us;
+        ASSERT_EQ_INT(sscanf(line, "run,%llu,%ld,%ld,%d,%15[^,],%15[^,],%lf,%ld,%ld", &bytes, &sweep, &round, &pos, asked,
+                             used, &us, &iters, &faults),
+                      9);
+        /* 3 sweeps x 3 sizes x 2 algorithms, in order: sweep, size, position */
+        ASSERT_EQ_INT((long)sweep, nruns / 6);
+        ASSERT_EQ_INT((long long)bytes, (1LL << 20) << ((nruns / 2) % 3));
+        ASSERT_EQ_INT(round, sweep);
+        ASSERT_EQ_INT(pos, nruns % 2);
+        ASSERT_STR_EQ(asked, (round + pos) % 2 ? "rd" : "ring");   /* 2 algorithms: round r starts with r mod 2 */
+        ASSERT_STR_EQ(asked, used);
+        ASSERT_TRUE(us > 0 && iters == 1);
+        if (!strcmp(asked, "ring")) {
+            if (faults >= 64) fprintf(stderr, "%s\n", line);
+            ASSERT_TRUE(faults < 64);
+            ring_runs++;
+        }
+        nruns++;
+    }
+    ASSERT_EQ_INT(nruns, 18);
+    ASSERT_EQ_INT(ring_runs, 9);
+    free(out);
+}
+
 /* ---- baton run: torchrun's spellings ---------------------------------------------------------------- */
 
 /* Runs `baton run ARGS -- sh -c SCRIPT` (SCRIPT in single quotes); returns the exit status. */

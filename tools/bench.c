@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "baton/comm.h"
 #include "comm/reduce.h"
@@ -42,6 +43,7 @@ typedef struct {
     int nalgos;
     long rounds;                        /* --rounds R: interleaved rounds per size, the median reported */
     long sweeps;                        /* --sweeps S: the size range S times over, R rounds a size each time */
+    int runs;                           /* --runs: every timed run on stderr (rank 0), for finding order effects */
     baton_transport_kind transport;
 } bench_opts;
 
@@ -70,7 +72,10 @@ static void usage(FILE *f) {
             "  --inplace       all-reduce in place, in one buffer (default: out of place)\n"
             "  --buffers B     malloc | shm | both: where the buffers live (default malloc; shm = baton_buffer_alloc)\n"
             "  --min-time S    seconds each size runs at least (default 0.02)\n"
-            "  --csv           comma-separated output with a header\n");
+            "  --csv           comma-separated output with a header\n"
+            "  --runs          also print every timed run on stderr (rank 0), one line each: run,bytes,sweep,\n"
+            "                  round,position,asked,used,time_us,iters,faults (position 0: first in its round;\n"
+            "                  faults: rank 0's minor page faults over the run and its warm-up)\n");
 }
 
 /* The flag an option character stands for, for messages. */
@@ -142,7 +147,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                                           {"csv", no_argument, 0, 'C'},           {"inplace", no_argument, 0, 'I'},
                                           {"buffers", required_argument, 0, 'B'}, {"min-time", required_argument, 0, 'M'},
                                           {"rounds", required_argument, 0, 'R'},  {"sweeps", required_argument, 0, 'S'},
-                                          {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                          {"runs", no_argument, 0, 'U'},          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
     optind = 2;
     opterr = 0;
     int ch;
@@ -167,6 +173,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 'M': rc = baton__parse_double(optarg, 0, 3600, &d); o->min_time_s = d; break;
         case 'C': o->csv = 1; break;
         case 'I': o->inplace = 1; break;
+        case 'U': o->runs = 1; break;
         case 'B':
             if (!strcmp(optarg, "malloc")) o->bufmode = 0;
             else if (!strcmp(optarg, "shm")) o->bufmode = 1;
@@ -326,7 +333,7 @@ static void buf_free(baton_comm *c, void *p, int shm) {
 
 /* Fills in time (s, slowest rank), wrong (all ranks) and the algorithm the timed collective used. */
 static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count, long warmup, double *time_s,
-                      long *wrong_out, baton_algo *algo) {
+                      long *wrong_out, baton_algo *algo, long *iters_out) {
     int rank = baton_comm_rank(c), n = baton_comm_size(c), rc;
     /* test knob (a fake clock for the pacing): BATON_TEST_BENCH_PACE_US=A,B,C makes the k-th timed run of a
      * size count as iterations x the k-th value in microseconds, whatever it took */
@@ -373,6 +380,7 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     if ((rc = baton_allreduce(c, &w, &wsum, 1, BATON_I64, BATON_SUM)) < 0) return rc;
     *time_s = tmax;
     *wrong_out = (long)wsum;
+    *iters_out = ran;
     return BATON_OK;
 }
 
@@ -434,6 +442,41 @@ int baton_cmd_bench(int argc, char **argv) {
         status = 1;
     }
     const long runs = o.sweeps * o.rounds;
+    /* The buffers are allocated once, for the largest size, and written in full before anything runs; every
+     * size uses their beginning. Until 2026-11-26 each size allocated (and faulted in) buffers of its own, so
+     * the first algorithm of every round after a size change ran on fresh pages: from 32 MiB, where a run is
+     * one warm-up and one timed iteration, that algorithm measured 1.2-1.5x slower (docs/plan.md, "Same
+     * algorithm, two times"), and an algorithm that came first more often than another lost to itself. */
+    uint64_t top = o.minbytes;
+    while (o.coll != B_BARRIER) {
+        uint64_t next = (uint64_t)((double)top * o.factor);
+        next = next > top ? next : top + 1;
+        if (next > o.maxbytes) break;
+        top = next;
+    }
+    size_t top_count = o.coll == B_BARRIER ? 0 : (size_t)(top / esz);
+    if (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER) top_count /= (size_t)n;
+    size_t top_sb = top_count * esz, top_rb = top_count * esz;
+    if (o.coll == B_ALLGATHER) top_rb *= (size_t)n;
+    if (o.coll == B_REDUCESCATTER) top_sb *= (size_t)n;
+    /* In place: allreduce and broadcast share one buffer; the others keep two (their shapes differ). */
+    const int one = (o.inplace && o.coll == B_ALLREDUCE) || o.coll == B_BROADCAST || o.coll == B_BARRIER;
+    bufs ball[2] = {{0}, {0}};
+    for (int m = 0; m < nmodes && !status; m++) {
+        bufs *bb = &ball[m];
+        bb->shm = modes[m];
+        size_t rbytes = top_rb > top_sb ? top_rb : top_sb;
+        bb->recv = buf_alloc(c, rbytes, bb->shm);
+        bb->send = one ? bb->recv : buf_alloc(c, top_sb, bb->shm);
+        if (!bb->recv || !bb->send) {
+            fprintf(stderr, "baton bench: rank %d: cannot allocate %zu bytes%s: %s\n", rank, rbytes + (one ? 0 : top_sb),
+                    bb->shm ? " of shared memory" : "", baton_last_error());
+            status = 1;
+            break;
+        }
+        memset(bb->recv, 0, rbytes ? rbytes : 64);   /* fault every page in now, not during a size's runs */
+        if (bb->send != bb->recv) memset(bb->send, 0, top_sb ? top_sb : 64);
+    }
     for (long sw = 0; sw < o.sweeps && !status; sw++)
     for (uint64_t size = o.minbytes, zi = 0; size <= o.maxbytes && !status; zi++) {
         /* Elements per rank-side buffer, as nccl-tests counts them. */
@@ -442,25 +485,8 @@ int baton_cmd_bench(int argc, char **argv) {
         if (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER) count = total / (size_t)n;
         if (o.coll == B_BARRIER) count = 0;
         for (int m = 0; m < nmodes && !status; m++) {
-            bufs b = {0};
-            b.shm = modes[m];
-            size_t sb = count * esz, rb = count * esz;
-            if (o.coll == B_ALLGATHER) rb *= (size_t)n;
-            if (o.coll == B_REDUCESCATTER) sb *= (size_t)n;
-            b.recv = buf_alloc(c, rb > sb ? rb : sb, b.shm);
-            /* In place: allreduce and broadcast share one buffer; the others keep two (their shapes differ). */
-            int one = (o.inplace && o.coll == B_ALLREDUCE) || o.coll == B_BROADCAST || o.coll == B_BARRIER;
-            b.send = one ? b.recv : buf_alloc(c, sb, b.shm);
-            if (!b.recv || !b.send) {
-                fprintf(stderr, "baton bench: rank %d: cannot allocate %zu bytes%s: %s\n", rank, rb + sb,
-                        b.shm ? " of shared memory" : "", baton_last_error());
-                status = 1;
-                break;
-            }
+            bufs b = ball[m];
             fill(&o, rank, n, &b, count, 0);
-            /* with -w 0 the first algorithm of the first round paid the output's page faults (the others
-             * found it mapped): fault it in before anything is timed (with warm-ups, they do it) */
-            if (b.recv != b.send && o.warmup == 0) memset(b.recv, 0, rb > sb ? rb : sb);
             /* every algorithm in turn, --rounds times over, in the order of baton__round_order (none
              * always first, none always after the same one: a Williams design, util.h). Every timed run follows its own -w warm-up iterations: what one
              * algorithm leaves behind (caches, scratch, page faults) is not timed as the next one's. Until
@@ -471,14 +497,30 @@ int baton_cmd_bench(int argc, char **argv) {
             size_t slot = (o.sweeps > 1 ? 2 * (size_t)zi : 0) + (size_t)m;
             if (sw == 0) memset(wrongs[slot], 0, sizeof wrongs[slot]);
             int rc = BATON_OK;
+            /* The size's own warm-up: -w untimed iterations of the round's first algorithm before its own -w.
+             * Every other algorithm of the round runs after one at the same size; the first came after another
+             * size and, with -w 1 at 32 and 64 MiB over tcp, was 1.18x slower than after itself even with the
+             * buffers already in place (docs/plan.md, "Same algorithm, two times"). */
+            if (o.warmup > 0 && o.nalgos > 1) {
+                baton_comm_set_algo(c, o.algos[baton__round_order(o.nalgos, sw * o.rounds, 0)]);
+                for (long i = 0; i < o.warmup && rc >= 0; i++) rc = run_once(c, &o, &b, count);
+            }
             for (long r = sw * o.rounds; r < (sw + 1) * o.rounds && rc >= 0; r++)
                 for (int k = 0; k < o.nalgos && rc >= 0; k++) {
                     int ai = baton__round_order(o.nalgos, r, k);
-                    long w = 0;
+                    long w = 0, ran = 0;
+                    struct rusage ru0, ru1;
+                    if (o.runs) getrusage(RUSAGE_SELF, &ru0);
                     baton_comm_set_algo(c, o.algos[ai]);
                     used[slot][ai] = BATON_ALGO_AUTO;
-                    rc = bench_size(c, &o, &b, count, o.warmup, &ts[slot][ai][r], &w, &used[slot][ai]);
+                    rc = bench_size(c, &o, &b, count, o.warmup, &ts[slot][ai][r], &w, &used[slot][ai], &ran);
                     wrongs[slot][ai] += w;
+                    if (o.runs && rank == 0 && rc >= 0) {
+                        getrusage(RUSAGE_SELF, &ru1);
+                        fprintf(stderr, "run,%zu,%ld,%ld,%d,%s,%s,%.3f,%ld,%ld\n", count * esz, sw, r, k,
+                                baton_algo_name(o.algos[ai]), baton_algo_name(used[slot][ai]), ts[slot][ai][r] * 1e6, ran,
+                                ru1.ru_minflt - ru0.ru_minflt);
+                    }
                 }
             if (rc < 0) {
                 fprintf(stderr, "baton bench: rank %d: %s: %s\n", rank, baton_strerror(rc), baton_last_error());
@@ -507,12 +549,14 @@ int baton_cmd_bench(int argc, char **argv) {
                 fflush(stdout);
                 if (wrong) status = 1;
             }
-            if (b.send != b.recv) buf_free(c, b.send, b.shm);
-            buf_free(c, b.recv, b.shm);
         }
         if (o.coll == B_BARRIER) break;
         uint64_t next = (uint64_t)((double)size * o.factor);
         size = next > size ? next : size + 1;
+    }
+    for (int m = 0; m < nmodes; m++) {
+        if (ball[m].send && ball[m].send != ball[m].recv) buf_free(c, ball[m].send, ball[m].shm);
+        if (ball[m].recv) buf_free(c, ball[m].recv, ball[m].shm);
     }
     free(ts);
     free(wrongs);
