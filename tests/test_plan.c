@@ -565,7 +565,7 @@ TEST_T(auto_refuses_an_unreadable_calibration, 60) {
 
 TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     char cmd[2048], *o = NULL;
-    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports shm --max-bytes 64 --rounds 1 --out %s/c.json 2>&1",
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports shm --max-bytes 16 --rounds 1 --out %s/c.json 2>&1",
              th_baton(), th_tmpdir());
     int rc = th_run(cmd, 200, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
@@ -573,7 +573,7 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     /* --rounds 1 of direct,ring,rd: one whole Williams design, 6 sweeps (each algorithm first twice) */
     ASSERT_CONTAINS(o, "shm, 2 ranks, 6 rounds in one job (");
     free(o);
-    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --link shm --ranks 2 --bytes 64 --json", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "allreduce --calibrated %s/c.json --link shm --ranks 2 --bytes 16 --json", th_tmpdir());
     o = plan(cmd, &rc);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_CONTAINS(o, "\"algo\": \"direct\"");
