@@ -17,7 +17,8 @@
 # `auto within 5 %: N of M`, the load average before and after each part and the total time, and last one line per floor:
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
-#   Env:   BUILD (build), CAL_ROUNDS (3), ROUNDS (5: sweeps or passes of the prediction check, sweeps of the auto check up to 1 MiB), BIG_ROUNDS (5: above;
+#   Env:   BUILD (build), CAL_ROUNDS (3: `baton plan calibrate --rounds`, which since 2026-11-26 20:40 UTC rounds it to
+#          whole designs of each shape's algorithms as `balanced` below does: 4 sweeps or passes on tcp, 6 on shm), ROUNDS (5: sweeps or passes of the prediction check, sweeps of the auto check up to 1 MiB), BIG_ROUNDS (5: above;
 #          both rounded to the nearest whole number of Williams designs of the job's algorithms since 2026-11-26 20:10 UTC:
 #          6 for 2 or 3 algorithms, 4 for auto,direct,ring,rd, so each algorithm runs first equally often;
 #          3 until 2026-11-26 15:00 UTC: a median of 3 single iterations from 32 MiB left same-algorithm pairs 1.06-1.3x apart),

@@ -244,9 +244,10 @@ TEST(bf16_weights_are_converted_once_per_forward_and_refreshed) {
      * gradient) and output gradient (reused by the input gradient), not once per product (4 each). The inputs
      * (layer norms', attention's, GELU's outputs) are written in bf16 by the ops that produce them, and so are
      * the output gradients: GELU's backward, attention's (the qkv layers'), the residual adds' (the projections')
-     * and cross-entropy's (the head's): nothing is left to convert */
+     * and cross-entropy's (the head's): nothing is left to convert. Each block's qkv layer also stores its output
+     * as bf16 only (one kept entry more per block), which attention's bf16 products read */
     ASSERT_EQ_U64(t->kept_conversions, 0);
-    ASSERT_EQ_INT(t->n_kept, 2 * (4 * 2 + 1));
+    ASSERT_EQ_INT(t->n_kept, 2 * (4 * 2 + 1) + 2);
     /* every kept copy, producer-written or converted, is its source's final value rounded (no stale or partly
      * written rows: the attention output's copy is written head by head) */
     ASSERT_EQ_INT(baton__kept_stale(t), 0);
@@ -346,21 +347,25 @@ TEST(bf16_gradient_copies_only_from_final_writes) {
 }
 
 /* One bf16 step of a 2-layer GPT (loss, every parameter gradient) with the f32 outputs that only products read
- * written or not (baton__feeds_products: layer norms, attention, the GELU layer write only their bf16 copies). */
-static void gpt_step_bf16(baton_gpt *g, int only_off, int poison, float *loss_out, float *grads, size_t *only_n) {
+ * written or not (baton__feeds_products: layer norms, the qkv layers, attention, the GELU layer write only their
+ * bf16 copies), and with the linear layers' bias fused into the product or added in a separate pass. */
+static void gpt_step_bf16(baton_gpt *g, int only_off, int bias_off, int poison, float *loss_out, float *grads,
+                          size_t *only_n) {
     baton_params *p = baton_gpt_params(g);
     const baton_gpt_config *c = baton_gpt_cfg(g);
     baton_tape *t = baton_tape_new(p, 1);
     ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
     t->products_only_off = only_off;
+    t->gemm_bias_off = bias_off;
     int32_t w[4 * 17];
     windows(w, 4, 16, 3);
     for (int rep = 0; rep < 2; rep++) {   /* the second step reuses the arena: stale f32 data would be there */
         baton_tape_reset(t, 1);
         baton_tensor *loss = baton_gpt_loss(g, t, w, 4, 16);
-        /* the f32 tensors of the layer norms' and attention's outputs (C wide) are not read: NaN them */
+        /* the f32 tensors of the layer norms', the qkv layers' and attention's outputs (C and 3C wide) are not read:
+         * NaN them */
         for (int i = 0; poison && i < t->n_kept; i++)
-            if (t->kept[i].only && t->kept[i].cols == c->dim)
+            if (t->kept[i].only && (t->kept[i].cols == c->dim || t->kept[i].cols == 3 * c->dim))
                 for (size_t j = 0; j < (size_t)t->kept[i].rows * t->kept[i].cols; j++) ((float *)t->kept[i].src)[j] = NAN;
         baton_params_zero_grad(p);
         baton_tape_backward(t, loss, 1.0f);
@@ -388,12 +393,12 @@ TEST(bf16_only_outputs_change_no_bit) {
     float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), *gc = malloc(np * sizeof(float)), la, lb, lc;
     size_t na, nb, nc;
     ASSERT_TRUE(ga && gb && gc);
-    gpt_step_bf16(g, 1, 0, &la, ga, &na);   /* every output written in f32 too */
-    gpt_step_bf16(g, 0, 0, &lb, gb, &nb);
-    gpt_step_bf16(g, 0, 1, &lc, gc, &nc);   /* and with those f32 tensors poisoned */
+    gpt_step_bf16(g, 1, 0, 0, &la, ga, &na);   /* every output written in f32 too */
+    gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);
+    gpt_step_bf16(g, 0, 0, 1, &lc, gc, &nc);   /* and with those f32 tensors poisoned */
     ASSERT_EQ_U64(na, 0);
-    /* per block: two layer norms, attention, the GELU layer; then the final layer norm; two steps */
-    ASSERT_EQ_U64(nb, 2 * (4 * 2 + 1));
+    /* per block: two layer norms, the qkv layer, attention, the GELU layer; then the final layer norm; two steps */
+    ASSERT_EQ_U64(nb, 2 * (5 * 2 + 1));
     ASSERT_EQ_U64(nc, nb);
     ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la) && !memcmp(&la, &lc, sizeof la));
     ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)) && !memcmp(ga, gc, np * sizeof(float)));
@@ -401,6 +406,67 @@ TEST(bf16_only_outputs_change_no_bit) {
     free(gb);
     free(gc);
     baton_gpt_free(g);
+}
+
+/* Under bf16 products the linear layers without activation (qkv, proj, fc2) add their bias inside oneDNN's
+ * product (baton__gemm_bias) instead of a pass over the output: one f32 addition to the f32 accumulator either
+ * way, so a whole GPT step gives the same bits with the fused bias as with the separate pass. */
+TEST(bf16_fused_bias_changes_no_bit) {
+    baton_gpt *g = small_bf16_gpt();
+    if (!g) return;
+    /* nonzero biases (a fresh GPT's are zero, which would hide a missing or doubled bias) */
+    baton_rng r;
+    baton_rng_seed(&r, 5);
+    for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) {
+        baton_tensor *x = baton_params_tensor(baton_gpt_params(g), i);
+        if (x->ndim == 1)
+            for (size_t j = 0; j < x->n; j++) x->data[j] += 0.1f * baton_rng_normal(&r);
+    }
+    size_t np = 0;
+    for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) np += baton_params_tensor(baton_gpt_params(g), i)->n;
+    float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), la, lb;
+    size_t na, nb;
+    ASSERT_TRUE(ga && gb);
+    gpt_step_bf16(g, 0, 1, 0, &la, ga, &na);   /* the bias in a separate pass */
+    gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);   /* fused */
+    ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la));
+    ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)));
+    free(ga);
+    free(gb);
+    baton_gpt_free(g);
+}
+
+/* One bf16 linear layer with a bias: the fused product against a double reference of the rounded operands plus
+ * the bias (and a second, different bias on the same cached primitive: the bias is read per call) */
+TEST(bf16_linear_with_fused_bias_matches_a_double_reference) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    enum { M = 37, K = 70, N = 45 };
+    baton_param_info v[2] = {{.name = "w", .ndim = 2, .shape = {N, K}}, {.name = "b", .ndim = 1, .shape = {N}}};
+    baton_params *p;
+    ASSERT_OK(baton_params_new(&p, v, 2));
+    baton_rng r;
+    baton_rng_seed(&r, 9);
+    baton_tensor *w = baton_params_tensor(p, 0), *b = baton_params_tensor(p, 1);
+    float x[M * K];
+    fill(x, M * K, &r);
+    fill(w->data, w->n, &r);
+    baton_tape *t = baton_tape_new(p, 1);
+    ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
+    for (int rep = 0; rep < 2; rep++) {
+        fill(b->data, b->n, &r);
+        baton_tape_reset(t, 0);
+        baton_tensor *y = baton_linear(t, baton_tape_input(t, 2, (int[]){M, K}, x), w, b, BATON_ACT_NONE);
+        double ref[M * N], mag[M * N];
+        reference(0, 1, M, N, K, x, K, w->data, K, 0.0f, ref, N, 1, mag);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                ASSERT_NEAR(y->data[i * N + j], ref[i * N + j] + b->data[j], 1e-5 * (mag[i * N + j] + fabs(b->data[j])));
+    }
+    baton_tape_free(t);
+    baton_params_free(p);
 }
 
 TEST(bf16_training_tracks_f32) {

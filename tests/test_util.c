@@ -59,6 +59,19 @@ TEST(round_order_is_a_balanced_latin_square) {
     }
 }
 
+/* The calibration's sweeps and passes (tools/plan_calib.c) and bench/plan_floors.sh's: the nearest whole design */
+TEST(whole_designs_round_to_the_nearest_balanced_count) {
+    ASSERT_EQ_INT(baton__whole_designs(2, 3), 4); /* ring,rd: 3 sweeps put ring first twice */
+    ASSERT_EQ_INT(baton__whole_designs(2, 2), 2);
+    ASSERT_EQ_INT(baton__whole_designs(2, 1), 2);
+    ASSERT_EQ_INT(baton__whole_designs(3, 3), 6); /* a tie rounds up */
+    ASSERT_EQ_INT(baton__whole_designs(3, 8), 6);
+    ASSERT_EQ_INT(baton__whole_designs(3, 9), 12);
+    ASSERT_EQ_INT(baton__whole_designs(4, 5), 4);
+    ASSERT_EQ_INT(baton__whole_designs(4, 6), 8);
+    ASSERT_EQ_INT(baton__whole_designs(1, 3), 3);
+}
+
 TEST(parse_long_is_strict) {
     long v = 0;
     ASSERT_OK(baton__parse_long("42", 0, 100, &v));

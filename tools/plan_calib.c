@@ -4,8 +4,9 @@
  * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A,B,C --rounds 1 --sweeps S
  * --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings bench/plan_floors.sh measures with): every
  * algorithm the transport can run, each size run by each algorithm in turn, and each (algorithm, size) keeps
- * the median of its runs. Per shape (transport x world size) one job of R sweeps, except the sizes up to
- * 16 MiB of shapes with more ranks than CPUs, which are measured in R passes of one-sweep jobs (cal_group). */
+ * the median of its runs. Per shape (transport x world size) one job of S sweeps, except the sizes up to
+ * 16 MiB of shapes with more ranks than CPUs, which are measured in S passes of one-sweep jobs (cal_group);
+ * S is --rounds R rounded to whole Williams designs of the shape's algorithms (baton__whole_designs). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -263,6 +264,7 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
 typedef struct {
     int link, ranks, nalgos;
     int passes;    /* measured in passes (more ranks than CPUs on one node) */
+    int sweeps;    /* sweeps of its jobs, or its passes: --rounds in whole designs of its algorithms */
     baton_algo algos[4];
     double *x, *t; /* the rows of every pass: bytes, seconds and the index in algos */
     int *a, n, cap;
@@ -363,8 +365,10 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--net-ranks", 'i', 2, 1 << 20, &net_ranks, "net: the world size --net-launch starts"},
         {"--max-bytes", 'd', 4, 1 << 30, &max_bytes, "largest all-reduce measured, bytes (default 16777216; from 32 MiB, "
                                                        "one warm-up and one timed iteration per round)"},
-        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "sweeps of every algorithm, interleaved, in each bench; each size keeps its median (default 3; "
-                                                  "more ranks than CPUs: that many passes of one-sweep jobs up to 16 MiB)"},
+        {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "sweeps of every algorithm, interleaved, in each bench, rounded to the nearest whole Williams "
+                                                  "design of the link's algorithms (2 rounds for ring,rd, 6 for three; a tie rounds up), so each "
+                                                  "runs first and after every other equally often; each size keeps its median (default 3: "
+                                                  "4 on tcp, 6 on shm; more ranks than CPUs: that many passes of one-sweep jobs up to 16 MiB)"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
@@ -416,6 +420,9 @@ int plan_cmd_calibrate(int argc, char **argv) {
             g->link = links[l];
             g->ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
             g->nalgos = link_algos(links[l], g->algos);
+            /* whole designs, as bench/plan_floors.sh's check runs: 3 sweeps of ring,rd put ring first twice, and the
+             * check (6 sweeps) saw another history than its calibration (docs/plan.md, 2026-11-26 20:30 UTC) */
+            g->sweeps = (int)baton__whole_designs(g->nalgos, rounds);
         }
     double load0 = 0;
     FILE *lf = fopen("/proc/loadavg", "r");
@@ -423,25 +430,27 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (lf) fclose(lf);
     uint64_t t0 = baton__now_ns();
     baton_tuning t = {0};
-    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0, npass = 0;
+    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0, npass = 0, maxpass = 0, minpass = 1 << 30;
     for (int gi = 0; gi < ngroup && !fail; gi++) {
         cal_group *g = &groups[gi];
         g->passes = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
         if (!g->passes) continue;
         npass++;
-        g->cap = CAL_ROWS * CAL_ROUNDS;
+        maxpass = g->sweeps > maxpass ? g->sweeps : maxpass;
+        minpass = g->sweeps < minpass ? g->sweeps : minpass;
+        g->cap = CAL_ROWS * g->sweeps;
         g->x = malloc((size_t)g->cap * sizeof *g->x), g->t = malloc((size_t)g->cap * sizeof *g->t);
         g->a = malloc((size_t)g->cap * sizeof *g->a);
         if (!g->x || !g->t || !g->a) fail = 1, plan_error(sub, "out of memory");
     }
     if (npass && !fail)
-        fprintf(stderr, "baton plan calibrate: more ranks than CPUs: sizes up to %.0f bytes in %d passes over those shapes, "
-                "one job of one sweep per shape and pass\n", fmin(max_bytes, CAL_SPLIT), rounds);
-    for (int j = 0; j < rounds && npass && !fail; j++)
+        fprintf(stderr, "baton plan calibrate: more ranks than CPUs: sizes up to %.0f bytes in %s%d passes over those shapes, "
+                "one job of one sweep per shape and pass\n", fmin(max_bytes, CAL_SPLIT), minpass < maxpass ? "up to " : "", maxpass);
+    for (int j = 0; j < maxpass && npass && !fail; j++)
         for (int gi = 0; gi < ngroup && !fail; gi++) {
             cal_group *g = &groups[gi];
-            if (!g->passes) continue;
-            if (run_pass_job(self, g, j, rounds, max_bytes, timeout, t0) < 0) {
+            if (!g->passes || j >= g->sweeps) continue;
+            if (run_pass_job(self, g, j, g->sweeps, max_bytes, timeout, t0) < 0) {
                 fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
                         baton__link_name(g->link), g->ranks);
                 fail = 1;
@@ -456,13 +465,13 @@ int plan_cmd_calibrate(int argc, char **argv) {
             n = median_rows(g->x, g->t, g->a, g->n, xs, ts, as, CAL_ROWS);
         } else {
             fprintf(stderr, "baton plan calibrate: %s, %d ranks, %d rounds in one job (%.0f s so far)\n", baton__link_name(g->link),
-                    g->ranks, rounds, (double)(baton__now_ns() - t0) / 1e9);
-            n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
+                    g->ranks, g->sweeps, (double)(baton__now_ns() - t0) / 1e9);
+            n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, g->sweeps, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
         }
         if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
             fprintf(stderr, "baton plan calibrate: %s, %d ranks, sizes from %.0f bytes: one job of %d sweeps (%.0f s so far)\n",
-                    baton__link_name(g->link), g->ranks, 2 * CAL_SPLIT, rounds, (double)(baton__now_ns() - t0) / 1e9);
-            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, rounds, 1, max_bytes, timeout, net_launch, xs + n,
+                    baton__link_name(g->link), g->ranks, 2 * CAL_SPLIT, g->sweeps, (double)(baton__now_ns() - t0) / 1e9);
+            int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, g->sweeps, 1, max_bytes, timeout, net_launch, xs + n,
                               ts + n, as + n, CAL_ROWS - n);
             n = m < 0 ? -1 : n + m;
         }

@@ -78,10 +78,11 @@ float baton__bf16_round(float f) {
 
 /* ---- oneDNN: engine, stream, primitive cache -------------------------------------------------------------- */
 typedef struct {
-    int ta, tb, m, n, k, lda, ldb, ldc;   /* key, with beta */
+    int ta, tb, m, n, k, lda, ldb, ldc, bias, cbf;   /* key, with beta; bias: an f32 (n) vector added to every row;
+                                                     * cbf: the result is stored as bf16 */
     float beta;
     dnnl_primitive_t prim;
-    dnnl_memory_t ma, mb, mc;
+    dnnl_memory_t ma, mb, mc, mbias;
 } prim_entry;
 
 #define PRIM_CACHE 512
@@ -124,12 +125,12 @@ static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dn
     return dn->dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
 }
 
-static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta) {
+static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta, int bias, int cbf) {
     pthread_mutex_lock(&g_dnnl.mu);
     for (int i = 0; i < g_dnnl.n; i++) {
         prim_entry *e = &g_dnnl.e[i];
         if (e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldb == ldb &&
-            e->ldc == ldc && e->beta == beta) {
+            e->ldc == ldc && e->beta == beta && e->bias == bias && e->cbf == cbf) {
             pthread_mutex_unlock(&g_dnnl.mu);
             return e;
         }
@@ -140,19 +141,22 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
             dn->dnnl_memory_destroy(g_dnnl.e[i].ma);
             dn->dnnl_memory_destroy(g_dnnl.e[i].mb);
             dn->dnnl_memory_destroy(g_dnnl.e[i].mc);
+            if (g_dnnl.e[i].mbias) dn->dnnl_memory_destroy(g_dnnl.e[i].mbias);
         }
         g_dnnl.n = 0;
     }
     prim_entry *e = &g_dnnl.e[g_dnnl.n];
     memset(e, 0, sizeof *e);
-    *e = (prim_entry){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = beta};
-    dnnl_memory_desc_t a_md, b_md, c_md;
+    *e = (prim_entry){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = beta,
+                      .bias = bias, .cbf = cbf};
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     int ok = !md2(&a_md, m, k, ta, lda, dnnl_bf16) && !md2(&b_md, k, n, tb, ldb, dnnl_bf16) &&
-             !md2(&c_md, m, n, 0, ldc, dnnl_f32) && dn->dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+             !md2(&c_md, m, n, 0, ldc, cbf ? dnnl_bf16 : dnnl_f32) && (!bias || !md2(&bias_md, 1, n, 0, n, dnnl_f32)) &&
+             dn->dnnl_matmul_desc_init(&desc, &a_md, &b_md, bias ? &bias_md : NULL, &c_md) == dnnl_success &&
              dn->dnnl_primitive_attr_create(&attr) == dnnl_success;
     if (ok && beta != 0.0f)
         ok = dn->dnnl_post_ops_create(&po) == dnnl_success && dn->dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
@@ -161,7 +165,8 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
          dn->dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
          dn->dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dn->dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         dn->dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
+         dn->dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         (!bias || dn->dnnl_memory_create(&e->mbias, &bias_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success);
     if (pd) dn->dnnl_primitive_desc_destroy(pd);
     if (po) dn->dnnl_post_ops_destroy(po);
     if (attr) dn->dnnl_primitive_attr_destroy(attr);
@@ -174,15 +179,20 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
     return e;
 }
 
-/* beta is part of the primitive (the sum post-op's scale); the ops pass only 0 and 1. */
+/* beta is part of the primitive (the sum post-op's scale); the ops pass only 0 and 1. bias (NULL or n floats) is
+ * added to every row of the f32 accumulator before the store (one f32 addition per element, as a separate pass
+ * over c would do: the same bits, without reading and writing c again). cbf: c is bf16 (the f32 result rounded to
+ * nearest even at the store, as baton__to_bf16 would round it), else f32. */
 static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
-                        float beta, float *c, int ldc) {
-    prim_entry *e = prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta);
+                        float beta, void *c, int ldc, const float *bias, int cbf) {
+    prim_entry *e = prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta, bias != NULL, cbf);
     dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
     dn->dnnl_memory_set_data_handle(e->mb, (void *)b);
     dn->dnnl_memory_set_data_handle(e->mc, c);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}};
-    if (dn->dnnl_primitive_execute(e->prim, g_dnnl.stream, 3, args) != dnnl_success) {
+    if (bias) dn->dnnl_memory_set_data_handle(e->mbias, (void *)bias);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc},
+                               {DNNL_ARG_BIAS, e->mbias}};
+    if (dn->dnnl_primitive_execute(e->prim, g_dnnl.stream, bias ? 4 : 3, args) != dnnl_success) {
         fprintf(stderr, "baton: oneDNN bf16 matmul failed (%dx%dx%d)\n", m, n, k);
         abort();
     }
@@ -397,6 +407,15 @@ uint16_t *baton__grad_slot(baton_tape *t, baton_tensor *x, float beta) {
 
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n) { row_bf16(dst, src, n); }
 
+const uint16_t *baton__bf16_kept(baton_tape *t, const float *src, int rows, int cols) {
+    if (!t || t->gemm != BATON_GEMM_ONEDNN_BF16 || !t->kept || t->kept_stamp != t->stamp) return NULL;
+    for (int i = t->n_kept - 1; i >= 0; i--) {
+        const struct baton__kept_bf16 *e = &t->kept[i];
+        if (e->src == src && e->rows == rows && e->cols == cols && e->ld == cols) return e->bf;
+    }
+    return NULL;
+}
+
 int baton__kept_stale(baton_tape *t) {
     if (!t->kept || t->kept_stamp != t->stamp) return 0;
     int bad = 0;
@@ -438,10 +457,12 @@ static const uint16_t *operand_bf16(baton_tape *t, const float *src, int rows, i
 }
 
 /* ---- the entry points ------------------------------------------------------------------------------------- */
+static int bf16_ok(int backend, int k) { return backend == BATON_GEMM_ONEDNN_BF16 && k > 0 && dnnl_ready() && g_dnnl.bf16; }
+
 static void run(int backend, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                float beta, float *c, int ldc, baton_tape *t, int b_param, int keep) {
+                float beta, float *c, int ldc, baton_tape *t, int b_param, int keep, const float *bias, uint16_t *cb) {
     if (m == 0 || n == 0) return;
-    if (backend == BATON_GEMM_ONEDNN_BF16 && k > 0 && dnnl_ready() && g_dnnl.bf16) {
+    if (bf16_ok(backend, k)) {
         /* compact bf16 copies of each operand in its stored orientation, (m,k) or (k,m) for a, (k,n) or (n,k)
          * for b; oneDNN's matmul takes the transposes as strides (its brgemm kernels ran the GPT's transposed
          * first operands, K = 4096, within 5 % of untransposed ones: docs/gpt.md) */
@@ -453,7 +474,7 @@ static void run(int backend, int ta, int tb, int m, int n, int k, const float *a
         } else {
             bb = operand_bf16(t, b, tb ? n : k, tb ? k : n, ldb, keep & BATON__KEEP_B, 1);
         }
-        bf16_matmul(ta, tb, m, n, k, ab, alda, bb, bld, beta, c, ldc);
+        bf16_matmul(ta, tb, m, n, k, ab, alda, bb, bld, beta, cb ? (void *)cb : (void *)c, ldc, bias, cb != NULL);
         if (!t) {
             free((void *)ab);
             free((void *)bb);
@@ -469,12 +490,19 @@ static void run(int backend, int ta, int tb, int m, int n, int k, const float *a
 
 void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                  int b_param, int keep, float beta, float *c, int ldc) {
-    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, t, b_param, keep);
+    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, t, b_param, keep, NULL, NULL);
+}
+
+int baton__gemm_bias(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                     int b_param, int keep, const float *bias, float *c, uint16_t *cb, int ldc) {
+    if (!bias || t->gemm_bias_off || !bf16_ok(t->gemm, k)) return 0;
+    run(t->gemm, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, t, b_param, keep, bias, cb);
+    return 1;
 }
 
 void baton_gemm(baton_gemm_backend backend, int ta, int tb, int m, int n, int k, const float *a, int lda,
                 const float *b, int ldb, float beta, float *c, int ldc) {
-    run(backend, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, -1, 0);
+    run(backend, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, -1, 0, NULL, NULL);
 }
 
 int baton_tape_set_gemm(baton_tape *t, baton_gemm_backend backend) {

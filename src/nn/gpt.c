@@ -118,6 +118,7 @@ baton_tensor *baton_gpt_forward(baton_gpt *g, baton_tape *t, const int32_t *ids,
          * so under bf16 products it is written as its bf16 copy only (nn_impl.h) */
         baton__feeds_products(t);
         baton_tensor *h = baton_layernorm(t, x, W(P_LN1W), W(P_LN1B), 1e-5f);
+        baton__feeds_products(t);   /* qkv: read by attention's bf16 products only */
         h = baton_linear(t, h, W(P_QKVW), W(P_QKVB), BATON_ACT_NONE);          /* (M, 3C) */
         baton__feeds_products(t);
         h = baton_attention(t, h, b, c->heads);                                  /* (M, C) */

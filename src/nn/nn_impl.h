@@ -86,6 +86,7 @@ struct baton_tape {
     int products_only_next;          /* baton__feeds_products: the next op's output feeds bf16 products only */
     int products_only_off;           /* tests: write the f32 outputs anyway (the bits must not change) */
     int attn_bf16_off;               /* tests and benchmarks: attention's products in f32 under bf16 products */
+    int gemm_bias_off;               /* tests and benchmarks: linear layers add their bias in a separate pass */
     size_t bf16_only_outputs;        /* outputs written as bf16 copies only, so far (tests) */
 };
 
@@ -129,6 +130,13 @@ void baton__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda, 
 enum { BATON__KEEP_A = 1, BATON__KEEP_B = 2 };
 void baton__gemm(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                  int b_param, int keep, float beta, float *c, int ldc);
+/* c = op(a) @ op(b) + bias (n, added to every row) in one bf16 product, when the tape runs bf16 products (and
+ * t->gemm_bias_off is 0): returns 1. Otherwise returns 0 and does nothing: the caller runs baton__gemm and adds the
+ * bias itself (the f32 paths keep their separate pass, so their bits do not change). cb (NULL or m x ldc): the
+ * result is stored there in bf16 only (rounded to nearest even, the bits baton__to_bf16 gives the f32 result), and c
+ * is not written. */
+int baton__gemm_bias(baton_tape *t, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                     int b_param, int keep, const float *bias, float *c, uint16_t *cb, int ldc);
 void baton__to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld);   /* round to nearest even */
 float baton__bf16_round(float f);
 /* Producer-written bf16 copies: under bf16 products, an op whose output (or final gradient) src (rows, cols,
@@ -148,6 +156,9 @@ enum { BATON__ROW_MAX = 4096 };
 void baton__feeds_products(baton_tape *t);
 uint16_t *baton__bf16_out(baton_tape *t, const float *src, int rows, int cols, int *only);
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n);
+/* The bf16 copy of src (rows, cols, compact) kept this step (registered by baton__bf16_slot/_out or a product), or
+ * NULL: lets an op read the copy its input's producer wrote instead of rounding the input again. */
+const uint16_t *baton__bf16_kept(baton_tape *t, const float *src, int rows, int cols);
 /* The slot for x's gradient when the op about to write it gives its final value (beta 0 and x used by that op
  * only) and x is the output of a linear layer without activation or of a matmul, whose backward reads that
  * gradient as both products' operand; NULL otherwise (or without bf16 products). The op fills it elementwise. */

@@ -135,10 +135,11 @@ static void seq_fwd_bf16(int tt, int h, int d, int c, float scale, const uint16_
     }
 }
 
-/* The backward of one sequence (head_bwd's products, batched over the heads): dyb (T, C) its dY rounded, dp (H,T,T)
- * f32 scratch, dsb (H,T,T) dS in bf16, dq (T, 3C) its rows of qkv's gradient. */
-static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, const uint16_t *qb, const float *p,
-                         const uint16_t *pb, const uint16_t *dyb, float *dp, uint16_t *dsb, float *dq) {
+/* The backward of one sequence (head_bwd's products, batched over the heads): pb (H,T,T) P in bf16 (the only copy
+ * kept: dS is computed from P's rounded values, widened a row at a time into pr (T floats)), dyb (T, C) its dY
+ * rounded, dp (H,T,T) f32 scratch, dsb (H,T,T) dS in bf16, dq (T, 3C) its rows of qkv's gradient. */
+static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, const uint16_t *qb, const uint16_t *pb,
+                         const uint16_t *dyb, float *dp, uint16_t *dsb, float *pr, float *dq) {
     ll ld = 3 * c, tsq = (ll)tt * tt;
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dP_h[r0:r1, :r1] = dY_h[r0:r1] V_h[:r1]^T */
         int r1 = att_block_end(r0, tt), rb = r1 - r0;
@@ -153,7 +154,12 @@ static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, c
         for (int i = 0; i < tt; i++) {
             int r1 = att_block_end(i - i % ATT_RB, tt);
             float *row = dp + hi * tsq + (ll)i * tt;
-            baton__softmax_bwd_row(row, p + hi * tsq + (ll)i * tt, i + 1, r1, scale);
+            const uint16_t *prow = pb + hi * tsq + (ll)i * tt;
+            for (int j = 0; j <= i; j++) {
+                uint32_t u = (uint32_t)prow[j] << 16;
+                memcpy(pr + j, &u, sizeof u);
+            }
+            baton__softmax_bwd_row(row, pr, i + 1, r1, scale);
             baton__row_to_bf16(dsb + hi * tsq + (ll)i * tt, row, r1);
         }
     for (int r0 = 0; r0 < tt; r0 += ATT_RB) {   /* dQ_h[r0:r1] = dS_h[r0:r1, :r1] K_h[:r1] */
@@ -167,7 +173,7 @@ static void seq_bwd_bf16(int tt, int h, int d, int c, float scale, float beta, c
     }
 }
 
-/* The node: saved = P (and, on the bf16 path, its bf16 copy and the rounded qkv after it); iarg b, h, bf16 path */
+/* The node: saved = P (f32), or on the bf16 path P's bf16 copy and the rounded qkv after it; iarg b, h, bf16 path */
 static baton_tensor *push_attention(baton_tape *t, baton_tensor *qkv, baton_tensor *y, float *p_all, int b, int h, int bf16) {
     baton_node *nd = baton__tape_push(t, BATON__OP_ATTENTION);
     nd->in[0] = qkv;
@@ -179,32 +185,38 @@ static baton_tensor *push_attention(baton_tape *t, baton_tensor *qkv, baton_tens
     return y;
 }
 
-/* The saved buffer of the bf16 path: P (f32), then P's bf16 copy, then the rounded qkv, per sequence (training) */
+/* The saved buffer of the bf16 path: P's bf16 copy, then the rounded qkv, per sequence (training); P in f32 is a
+ * per-thread scratch (the backward's dS reads the bf16 copy). When qkv's producer wrote its bf16 copy (the GPT's qkv
+ * layer stores its output as bf16 only: baton__bf16_kept finds it), the sequences' rows are read from that copy,
+ * in the forward and the backward, and none is saved. */
 static baton_tensor *attention_bf16(baton_tape *t, baton_tensor *qkv, int b, int h) {
     int tt = qkv->shape[0] / b, c = qkv->shape[1] / 3, d = c / h, ld = 3 * c;
     float scale = 1.0f / sqrtf((float)d);
     int rg = baton__needs_grad(qkv), par = b > 1, nthr = par ? omp_get_max_threads() : 1, slots = rg ? b : nthr;
+    const uint16_t *qk = baton__bf16_kept(t, qkv->data, b * tt, ld);
     baton_tensor *y = baton__tensor_new(t, 2, (int[]){b * tt, c}, rg);
     size_t hsq = (size_t)h * tt * tt, np = (size_t)slots * hsq;
-    float *p_all = baton__arena_alloc(t, np * sizeof(float) + np * sizeof(uint16_t) + (size_t)slots * tt * ld * sizeof(uint16_t));
-    uint16_t *pb_all = (uint16_t *)(p_all + np), *qb_all = pb_all + np;
+    uint16_t *pb_all = baton__arena_alloc(t, np * sizeof(uint16_t) + (qk ? 0 : (size_t)slots * tt * ld * sizeof(uint16_t)));
+    uint16_t *qb_all = pb_all + np;
+    float *p_all = baton__arena_alloc(t, (size_t)nthr * hsq * sizeof(float));
     float *yt_all = baton__arena_alloc(t, (size_t)nthr * tt * c * sizeof(float));
     int only = 0;
     uint16_t *bf = baton__bf16_out(t, y->data, b * tt, c, &only);
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
     for (int bi = 0; bi < b; bi++) {
         int th = omp_get_thread_num(), sl = rg ? bi : th;
-        uint16_t *qb = qb_all + (size_t)sl * tt * ld;
+        const uint16_t *qb = qk ? qk + (size_t)bi * tt * ld : qb_all + (size_t)sl * tt * ld;
         float *yt = yt_all + (size_t)th * tt * c;
-        for (int i = 0; i < tt; i++) baton__row_to_bf16(qb + (size_t)i * ld, qkv->data + ((size_t)bi * tt + i) * ld, ld);
-        seq_fwd_bf16(tt, h, d, c, scale, qb, p_all + sl * hsq, pb_all + sl * hsq, yt);
+        for (int i = 0; !qk && i < tt; i++)
+            baton__row_to_bf16(qb_all + ((size_t)sl * tt + i) * ld, qkv->data + ((size_t)bi * tt + i) * ld, ld);
+        seq_fwd_bf16(tt, h, d, c, scale, qb, p_all + th * hsq, pb_all + sl * hsq, yt);
         for (int i = 0; i < tt; i++) {
             size_t o = ((size_t)bi * tt + i) * c;
             if (bf) baton__row_to_bf16(bf + o, yt + (size_t)i * c, c);
             if (!only) memcpy(y->data + o, yt + (size_t)i * c, (size_t)c * sizeof(float));
         }
     }
-    return push_attention(t, qkv, y, p_all, b, h, 1);
+    return push_attention(t, qkv, y, (float *)pb_all, b, h, 1);
 }
 
 static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
@@ -214,9 +226,9 @@ static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
     int par = b > 1, nthr = par ? omp_get_max_threads() : 1;
     float scale = 1.0f / sqrtf((float)d), beta = baton__grad_begin(qkv);
     size_t hsq = (size_t)h * tt * tt, np = (size_t)b * hsq;
-    const float *p_all = nd->saved;
-    const uint16_t *pb_all = (const uint16_t *)(p_all + np), *qb_all = pb_all + np;
-    float *dp_all = baton__arena_alloc(t, (size_t)nthr * hsq * sizeof(float));   /* per thread */
+    const uint16_t *pb_all = (const uint16_t *)nd->saved, *qb_all = baton__bf16_kept(t, qkv->data, b * tt, ld);
+    if (!qb_all) qb_all = pb_all + np;
+    float *dp_all = baton__arena_alloc(t, (size_t)nthr * (hsq + tt) * sizeof(float));   /* per thread: dP, a P row */
     uint16_t *ds_all = baton__arena_alloc(t, (size_t)nthr * (hsq + (size_t)tt * c) * sizeof(uint16_t));
     uint16_t *bf = baton__grad_slot(t, qkv, beta);
 #pragma omp parallel for schedule(static) num_threads(nthr) if (par)
@@ -225,8 +237,9 @@ static void attention_bwd_bf16(baton_tape *t, baton_node *nd) {
         uint16_t *dsb = ds_all + (size_t)th * (hsq + (size_t)tt * c), *dyb = dsb + hsq;
         float *dq = qkv->grad + (size_t)bi * tt * ld;
         for (int i = 0; i < tt; i++) baton__row_to_bf16(dyb + (size_t)i * c, y->grad + ((size_t)bi * tt + i) * c, c);
-        seq_bwd_bf16(tt, h, d, c, scale, beta, qb_all + (size_t)bi * tt * ld, p_all + bi * hsq, pb_all + bi * hsq, dyb,
-                     dp_all + th * hsq, dsb, dq);
+        float *dp = dp_all + th * (hsq + tt);
+        seq_bwd_bf16(tt, h, d, c, scale, beta, qb_all + (size_t)bi * tt * ld, pb_all + bi * hsq, dyb, dp, dsb, dp + hsq,
+                     dq);
         for (int i = 0; bf && i < tt; i++)
             baton__row_to_bf16(bf + ((size_t)bi * tt + i) * ld, dq + (size_t)i * ld, ld);
     }

@@ -160,7 +160,20 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     int m = x->shape[0], k = x->shape[1], n = w->shape[0];
     if (b) BATON_ASSERT(b->n == (size_t)n);
     baton_tensor *y = new2(t, m, n, baton__needs_grad(x) || baton__needs_grad(w) || baton__needs_grad(b));
-    baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
+    /* Under bf16 products a layer without activation adds its bias inside the product (no pass over y); when its
+     * output feeds products only (baton__feeds_products: the GPT's qkv layer, read by attention's bf16 products),
+     * the product stores that output as bf16 only. */
+    int ob_only = 0;
+    uint16_t *ob = act == BATON_ACT_NONE && b && t->products_only_next && !t->gemm_bias_off
+                       ? baton__bf16_out(t, y->data, m, n, &ob_only)
+                       : NULL;
+    int fused = act == BATON_ACT_NONE && b &&
+                baton__gemm_bias(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, b->data, y->data,
+                                 ob_only ? ob : NULL, n);
+    BATON_ASSERT(fused || !ob);
+    if (ob && !ob_only) baton__to_bf16(ob, y->data, m, n, n);   /* tests: the f32 output written too */
+    if (!fused)
+        baton__gemm(t, 0, 1, m, n, k, x->data, k, w->data, k, w->base->param, BATON__KEEP_A, 0.0f, y->data, n);
     /* a GELU layer's output is the next linear layer's input (the MLP): under bf16 its rounded copy is written
      * here. When it feeds products only (baton__feeds_products), the copy is all that is written: the activation
      * goes through a row on the stack, and y's data takes the derivative the backward needs, so no separate
@@ -172,7 +185,7 @@ baton_tensor *baton_linear(baton_tape *t, baton_tensor *x, baton_tensor *w, bato
     if (act == BATON_ACT_GELU && y->grad) dg = only ? y->data : baton__arena_alloc(t, y->n * sizeof(float));
     if (act != BATON_ACT_GELU) t->products_only_next = 0;
 #pragma omp parallel for schedule(static) if (y->n >= BATON__PAR_MIN)
-    for (int i = 0; i < m; i++) {   /* one pass: bias + activation (+ the bf16 copy) */
+    for (int i = 0; i < (fused ? 0 : m); i++) {   /* one pass: bias + activation (+ the bf16 copy) */
         float *row = y->data + (size_t)i * n, stage[only ? n : 1], *out = only ? stage : row;
         const float *bb = b ? b->data : NULL;
         switch (act) {

@@ -22,3 +22,8 @@ int baton__round_order(int n, long r, int k) {
     int w = j == 0 ? 0 : j % 2 ? (j + 1) / 2 : n - j / 2;
     return (int)((w + p) % n);
 }
+
+long baton__whole_designs(int n, long r) {
+    long d = n <= 1 ? 1 : n % 2 ? 2L * n : n, k = (r + d / 2) / d;
+    return (k < 1 ? 1 : k) * d;
+}

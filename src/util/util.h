@@ -142,6 +142,10 @@ double baton__median(double *v, size_t n);
  * alternative runs once in each position and right after every other one equally often, so none always
  * inherits the state of the same predecessor. */
 int baton__round_order(int n, long r, int k);
+/* r rounds rounded to the nearest whole number of those designs for n alternatives (n rounds for even n, 2n
+ * for odd n; a tie rounds up; at least one design), so that every alternative runs in every position and after
+ * every other one equally often (bench/plan_floors.sh's `balanced` is the same rule). */
+long baton__whole_designs(int n, long r);
 
 /* Reads / writes exactly n bytes on a blocking fd, retrying EINTR and short transfers. Return BATON_OK,
  * BATON_EPEERDEAD on EOF / reset, BATON_ESYS otherwise. */
