@@ -64,16 +64,25 @@ typedef struct {
     finish_ctx f;
 } pair;
 
-static void open_pair(void (*finish)(baton_shm *), pair *p) {
+/* A fresh segment with local rank 1 in a child running fn; *shm is local rank 0's side, *cmd_w the write end of
+ * the child's command pipe. Returns the child's pid. */
+static pid_t open_with_peer(void (*fn)(baton_shm *), baton_shm **shm, int *cmd_w) {
     char name[64];
     seg_name(name, sizeof name);
     int cmd[2];
     ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, finish);
+    pid_t peer = start_peer(name, cmd, fn);
     static const int globals[2] = {0, 1};
-    p->shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &p->shm));
-    p->f = (finish_ctx){.cmd_fd = cmd[1], .peer = peer};
+    *shm = NULL;
+    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), shm));
+    *cmd_w = cmd[1];
+    return peer;
+}
+
+static void open_pair(void (*finish)(baton_shm *), pair *p) {
+    int cmd_w;
+    pid_t peer = open_with_peer(finish, &p->shm, &cmd_w);
+    p->f = (finish_ctx){.cmd_fd = cmd_w, .peer = peer};
     baton__shm_set_peer_check(p->shm, finish_peer_now, &p->f);
 }
 
@@ -170,16 +179,11 @@ static void post_to_sleepers(baton_shm *shm) {
 
 /* Rank 0 here waits for each of the peer's values from the nap phase on; returns the naps a post ended. */
 static uint64_t wait_for_posts(int *peer_status) {
-    char name[64];
-    seg_name(name, sizeof name);
-    int cmd[2];
-    ASSERT_OK(pipe(cmd) == 0 ? 0 : -1);
-    pid_t peer = start_peer(name, cmd, post_to_sleepers);
-    static const int globals[2] = {0, 1};
-    baton_shm *shm = NULL;
-    ASSERT_OK(baton__shm_open(name, 0, 2, globals, baton__deadline_after(20), &shm));
+    baton_shm *shm;
+    int cmd_w;
+    pid_t peer = open_with_peer(post_to_sleepers, &shm, &cmd_w);
     char go = 'g';
-    ASSERT_TRUE(write(cmd[1], &go, 1) == 1);
+    ASSERT_TRUE(write(cmd_w, &go, 1) == 1);
     baton__backoff_no_spin(BATON__WAIT_NAP); /* as the comm thread of a rank bound to one CPU */
     for (uint64_t v = 1; v <= WAKE_ROUNDS; v++) {
         int rc = baton__shm_wait_one(shm, 1, BATON_SHM_CTR_BIG, v, baton__deadline_after(30));
@@ -191,7 +195,7 @@ static uint64_t wait_for_posts(int *peer_status) {
     uint64_t sent = 0, woken = 0;
     baton__shm_wake_stats(shm, &sent, &woken);
     waitpid(peer, peer_status, 0);
-    close(cmd[1]);
+    close(cmd_w);
     baton__shm_close(shm);
     return woken;
 }
