@@ -225,9 +225,13 @@ static int count_lines_with(const char *text, const char *a, const char *b) {
 
 /* A rank killed in the middle of a collective is named by the survivors themselves (not only by the
  * launcher), who fail fast. min_naming: how many survivors must name rank 2 in their own error. Rank 2 is
- * killed after_s seconds after its resident memory passed rss_kib: most of its 2 x 256 MiB of buffers touched,
- * so it is inside the collectives and so are the others (a fixed delay could fall before that on a loaded
- * machine, while the survivors still fault their own buffers in and check nobody; the wait is bounded). */
+ * killed after_s seconds after its resident memory passed rss_kib: most of its 2 x 256 MiB of buffers touched
+ * (a fixed delay could fall before that on a loaded machine, while the survivors still fault their own buffers
+ * in and check nobody; the wait is bounded). Since `baton bench` writes its buffers in full before the first
+ * collective (issue 9), the mark is passed before the collectives start, and after it every rank still fills
+ * 64 Mi send values: with 1 s after the mark, 1 run in 4 on the quiet machine had survivors stopped by the
+ * launcher before they named anyone (most likely still filling, outside any collective); with 3 s, 6 of 6
+ * passed. */
 static void kill_one(const char *env, const char *size, int min_naming, int after_s, long rss_kib) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
@@ -251,7 +255,7 @@ static void kill_one(const char *env, const char *size, int min_naming, int afte
 
 /* shared memory: every survivor sees the death (liveness check or the abort word carrying the cause) */
 TEST_T(killed_rank_is_named_shm_1m, 60) { kill_one("", "1M", 3, 1, 0); }
-TEST_T(killed_rank_is_named_shm_256m, 90) { kill_one("", "256M", 3, 1, 400L << 10); }
+TEST_T(killed_rank_is_named_shm_256m, 90) { kill_one("", "256M", 3, 3, 400L << 10); }
 /* tcp: the ranks connected to it name it; the others may see a neighbour close first */
 TEST_T(killed_rank_is_named_tcp_1m, 60) { kill_one("BATON_TRANSPORT=tcp", "1M", 1, 1, 0); }
 
