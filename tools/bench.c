@@ -115,6 +115,19 @@ static int parse_algos(const char *arg, bench_opts *o) {
     return BATON_OK;
 }
 
+/* The size after `size` in the sweep: times --factor, at least one byte more. */
+static uint64_t next_size(const bench_opts *o, uint64_t size) {
+    uint64_t next = (uint64_t)((double)size * o->factor);
+    return next > size ? next : size + 1;
+}
+
+/* Elements per rank-side buffer at `size` bytes, as nccl-tests counts them. */
+static size_t count_of(const bench_opts *o, uint64_t size, size_t esz, int n) {
+    if (o->coll == B_BARRIER) return 0;
+    size_t total = (size_t)(size / esz);
+    return o->coll == B_ALLGATHER || o->coll == B_REDUCESCATTER ? total / (size_t)n : total;
+}
+
 static int parse_opts(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->minbytes = 8;
@@ -208,8 +221,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         for (uint64_t size = o->minbytes; size <= o->maxbytes && nsizes <= BENCH_MAX_SWEPT;) {
             nsizes++;
             if (o->coll == B_BARRIER) break;
-            uint64_t next = (uint64_t)((double)size * o->factor);
-            size = next > size ? next : size + 1;
+            size = next_size(o, size);
         }
         if (nsizes > BENCH_MAX_SWEPT) {
             fprintf(stderr, "baton bench: --sweeps keeps every size's times until the last sweep: at most %d sizes (raise -f or narrow -b/-e)\n",
@@ -448,14 +460,8 @@ int baton_cmd_bench(int argc, char **argv) {
      * one warm-up and one timed iteration, that algorithm measured 1.2-1.5x slower (docs/plan.md, "Same
      * algorithm, two times"), and an algorithm that came first more often than another lost to itself. */
     uint64_t top = o.minbytes;
-    while (o.coll != B_BARRIER) {
-        uint64_t next = (uint64_t)((double)top * o.factor);
-        next = next > top ? next : top + 1;
-        if (next > o.maxbytes) break;
-        top = next;
-    }
-    size_t top_count = o.coll == B_BARRIER ? 0 : (size_t)(top / esz);
-    if (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER) top_count /= (size_t)n;
+    while (o.coll != B_BARRIER && next_size(&o, top) <= o.maxbytes) top = next_size(&o, top);
+    size_t top_count = count_of(&o, top, esz, n);
     size_t top_sb = top_count * esz, top_rb = top_count * esz;
     if (o.coll == B_ALLGATHER) top_rb *= (size_t)n;
     if (o.coll == B_REDUCESCATTER) top_sb *= (size_t)n;
@@ -479,11 +485,7 @@ int baton_cmd_bench(int argc, char **argv) {
     }
     for (long sw = 0; sw < o.sweeps && !status; sw++)
     for (uint64_t size = o.minbytes, zi = 0; size <= o.maxbytes && !status; zi++) {
-        /* Elements per rank-side buffer, as nccl-tests counts them. */
-        size_t total = (size_t)(size / esz);
-        size_t count = total;
-        if (o.coll == B_ALLGATHER || o.coll == B_REDUCESCATTER) count = total / (size_t)n;
-        if (o.coll == B_BARRIER) count = 0;
+        size_t count = count_of(&o, size, esz, n);
         for (int m = 0; m < nmodes && !status; m++) {
             bufs b = ball[m];
             fill(&o, rank, n, &b, count, 0);
@@ -551,8 +553,7 @@ int baton_cmd_bench(int argc, char **argv) {
             }
         }
         if (o.coll == B_BARRIER) break;
-        uint64_t next = (uint64_t)((double)size * o.factor);
-        size = next > size ? next : size + 1;
+        size = next_size(&o, size);
     }
     for (int m = 0; m < nmodes; m++) {
         if (ball[m].send && ball[m].send != ball[m].recv) buf_free(c, ball[m].send, ball[m].shm);

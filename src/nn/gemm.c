@@ -378,6 +378,16 @@ static uint16_t *kept_new(baton_tape *t, const float *src, int rows, int cols, i
     return d;
 }
 
+/* The kept bf16 copy of src (rows, cols; ld) made since the tape's last reset, or NULL (the newest first). */
+static uint16_t *kept_find(const baton_tape *t, const float *src, int rows, int cols, int ld) {
+    if (!t->kept || t->kept_stamp != t->stamp) return NULL;
+    for (int i = t->n_kept - 1; i >= 0; i--) {
+        const struct baton__kept_bf16 *e = &t->kept[i];
+        if (e->src == src && e->rows == rows && e->cols == cols && e->ld == ld) return e->bf;
+    }
+    return NULL;
+}
+
 uint16_t *baton__bf16_slot(baton_tape *t, const float *src, int rows, int cols) {
     if (!t || t->gemm != BATON_GEMM_ONEDNN_BF16 || rows <= 0 || cols <= 0 || !dnnl_ready() || !g_dnnl.bf16) return NULL;
     return kept_new(t, src, rows, cols, cols);
@@ -408,12 +418,8 @@ uint16_t *baton__grad_slot(baton_tape *t, baton_tensor *x, float beta) {
 void baton__row_to_bf16(uint16_t *dst, const float *src, int n) { row_bf16(dst, src, n); }
 
 const uint16_t *baton__bf16_kept(baton_tape *t, const float *src, int rows, int cols) {
-    if (!t || t->gemm != BATON_GEMM_ONEDNN_BF16 || !t->kept || t->kept_stamp != t->stamp) return NULL;
-    for (int i = t->n_kept - 1; i >= 0; i--) {
-        const struct baton__kept_bf16 *e = &t->kept[i];
-        if (e->src == src && e->rows == rows && e->cols == cols && e->ld == cols) return e->bf;
-    }
-    return NULL;
+    if (!t || t->gemm != BATON_GEMM_ONEDNN_BF16) return NULL;
+    return kept_find(t, src, rows, cols, cols);
 }
 
 int baton__kept_stale(baton_tape *t) {
@@ -444,10 +450,8 @@ static const uint16_t *operand_bf16(baton_tape *t, const float *src, int rows, i
     }
     if (keep) {
         kept_table(t);
-        for (int i = t->n_kept - 1; i >= 0; i--) {
-            struct baton__kept_bf16 *e = &t->kept[i];
-            if (e->src == src && e->rows == rows && e->cols == cols && e->ld == ld) return e->bf;
-        }
+        const uint16_t *hit = kept_find(t, src, rows, cols, ld);
+        if (hit) return hit;
     }
     uint16_t *d = keep ? kept_new(t, src, rows, cols, ld) : NULL;
     if (!d) d = scratch_get(t, which, n);
