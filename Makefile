@@ -176,6 +176,22 @@ $(BUILD)/python/baton/_baton$(PY_EXT): $(BUILD)/obj/python/_baton.o $(BUILD)/lib
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $< $(BUILD)/libbaton.a $(LDLIBS)
 
+# baton.torch's C++ work layer (python/baton/torch/_work.cpp; docs/python.md): built when Debian's libtorch-dev
+# headers are there (TORCH_EXT=0 skips it); without it the backend completes its futures in Python.
+TORCH_DIR ?= /usr/lib/python3/dist-packages/torch
+TORCH_EXT ?= $(if $(and $(wildcard $(TORCH_DIR)/include/torch/csrc/distributed/c10d/Work.hpp),$(shell command -v $(CXX))),1,0)
+ifeq ($(TORCH_EXT),1)
+PY_OUT   += $(BUILD)/python/baton/torch/_work$(PY_EXT)
+all: $(BUILD)/python/baton/torch/_work$(PY_EXT)
+endif
+$(BUILD)/python/baton/torch/_work$(PY_EXT): python/baton/torch/_work.cpp python/baton_capi.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(OPT) -g -Wall -Wextra $(WERROR) -fPIC -shared -fvisibility=hidden \
+	  -DPYBIND11_COMPILER_TYPE='"_gcc"' -DPYBIND11_STDLIB='"_libstdcpp"' \
+	  -DPYBIND11_BUILD_ABI='"'"$$($(PY) -c 'import torch; print(torch._C._PYBIND11_BUILD_ABI)' 2>/dev/null)"'"' \
+	  -isystem $(TORCH_DIR)/include -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(PY_INC) \
+	  -Ipython -o $@ $< -L$(TORCH_DIR)/lib -ltorch_python -ltorch -ltorch_cpu -lc10
+
 $(BUILD)/python/%.py: python/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@

@@ -15,8 +15,8 @@ ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line o
   hvd:   hooks (time inside the gradient hooks, starting buckets included), sync (the wait in step() for
          the all-reduces), inner (the wrapped optimizer's own step), starts_ms (when in backward each bucket
          started, ms after backward began; bwd is when backward ended)
-  baton: pg_calls (all-reduce calls a step), pg_ms (time inside ProcessGroupBaton.allreduce), done_ms (when
-         each bucket's all-reduce completed, ms after backward began)
+  baton: pg_calls (all-reduce calls a step), pg_ms (time inside ProcessGroupBaton.allreduce), done_ms (with
+         --done-times: when each bucket's all-reduce completed, ms after backward began)
   gloo/baton: ddp (DDP's own sampled timers, ms: forward, backward compute, backward comm, overlap)
   --all-ranks: every rank prints its line (with "cpu", the CPUs it is bound to), to see the ranks' skew.
   --timeline PREFIX (modes baton and hvd): every rank writes PREFIX.RANK, one JSON line per timed step with
@@ -50,6 +50,8 @@ ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 ap.add_argument("--timeline", metavar="PREFIX", help="every rank writes PREFIX.RANK: one JSON line per timed step "
                 "with absolute monotonic times (s) of the step's phases, each all-reduce's start (calls) and the "
                 "moment a waiter saw it finished (ends); ranks share the clock, so their lines align")
+ap.add_argument("--done-times", action="store_true", help="baton: note when each all-reduce's future completed "
+                "(done_ms) through a Python done-callback on it, which costs the completing thread the GIL")
 ap.add_argument("--all-ranks", action="store_true", help="every rank prints its line (rank skew), not only rank 0")
 args = ap.parse_args()
 torch.set_num_threads(1)
@@ -122,7 +124,9 @@ if args.mode in ("gloo", "baton", "noop"):
             marks["pg"] += now() - t0
             marks["pg_cpu"] += time.thread_time() - c0
             marks["pg_calls"] += 1
-            w.get_future().add_done_callback(lambda f: marks["done"].append(now()))
+            if args.done_times:  # a Python callback: it runs on whichever thread completes the future (with
+                # the C++ work layer, its C++ thread, which then takes the GIL for it), so it is opt-in
+                w.get_future().add_done_callback(lambda f: marks["done"].append(now()))
             return w
         c10d.ProcessGroupBaton.allreduce = allreduce
 elif args.mode == "hvd":

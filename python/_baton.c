@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "baton/comm.h"
+#include "baton_capi.h"
 
 static baton_comm *g_comm;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* one user thread in the library at a time */
@@ -821,6 +822,28 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ---- the capsule baton._baton._capi (baton_capi.h): for baton.torch's C++ work layer ---- */
+
+static int capi_allreduce_start(void *buf, size_t count, int dtype, int op, void **work) {
+    if (dtype < 0 || dtype >= BATON_DTYPE_COUNT || op < 0 || op >= BATON_OP_COUNT) return BATON_EINVAL;
+    pthread_mutex_lock(&g_lock);
+    baton_comm *c = g_free_pending ? NULL : g_comm;
+    baton_work *w = NULL;
+    int rc = c ? baton_allreduce_start(c, buf, buf, count, (baton_dtype)dtype, (baton_op)op, &w) : BATON_EINVAL;
+    pthread_mutex_unlock(&g_lock);
+    *work = w;
+    return rc;
+}
+
+static int capi_wait(void *work) { return baton_wait((baton_work *)work); }
+
+static void capi_describe(int rc, const char *what, char *out, size_t len) {
+    const char *detail = baton_last_error();
+    snprintf(out, len, "%s: %s%s%s [%s]", what, baton_strerror(rc), detail[0] ? ": " : "", detail, baton_status_name(rc));
+}
+
+static const baton_capi g_capi = {BATON_CAPI_VERSION, capi_allreduce_start, capi_wait, capi_describe};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "baton._baton", "baton's collectives on Python buffers (see baton/__init__.py).", -1,
     methods, NULL, NULL, NULL, NULL,
@@ -842,6 +865,13 @@ PyMODINIT_FUNC PyInit__baton(void) {
     if (!g_error || PyModule_AddObjectRef(m, "Error", g_error) < 0 ||
         PyModule_AddObjectRef(m, "Handle", (PyObject *)&HandleType) < 0 ||
         PyModule_AddObjectRef(m, "SharedBuffer", (PyObject *)&SharedBufferType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *capi = PyCapsule_New((void *)&g_capi, BATON_CAPI_NAME, NULL);
+    int added = capi ? PyModule_AddObjectRef(m, "_capi", capi) : -1;
+    Py_XDECREF(capi);
+    if (added < 0) {
         Py_DECREF(m);
         return NULL;
     }

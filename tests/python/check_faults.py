@@ -7,6 +7,8 @@ Run under `baton run -n 2 -- /usr/bin/python3 tests/python/check_faults.py MODE`
   timeout   (BATON_TIMEOUT=1) rank 1 arrives 4 s late: rank 0 prints RAISED ... BATON_ETIMEDOUT (rank 1
             prints LATE or RAISED: rank 0's contribution may still be posted when it arrives)
   async     as kill, with rank 0 waiting on an asynchronous handle
+  torch_async  as async, through the torch.distributed backend (dist.all_reduce(async_op=True).wait()): with
+            the C++ work layer the error is a RuntimeError carrying baton's message and status name
 A rank that raised then checks the interpreter still works and the communicator refuses further work,
 prints "ALIVE" and exits 0.
 """
@@ -60,6 +62,25 @@ if mode in ("kill", "async"):
                 baton.allreduce_(big)
         except baton.Error as e:
             report(t0, e)
+            after()
+    print("rank %d: never raised" % R, flush=True)
+    sys.exit(1)
+elif mode == "torch_async":
+    import torch
+    import torch.distributed as dist
+
+    import baton.torch  # noqa: F401  (registers the backend)
+    dist.init_process_group("baton")
+    t = torch.ones(4 << 20)
+    for i in range(1000):
+        if R == 1 and i == 3:
+            w = dist.all_reduce(t, async_op=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(t, async_op=True).wait()
+        except RuntimeError as e:  # baton.Error (the Python work) or RuntimeError (the C++ work layer)
+            print("rank %d: RAISED %.2f %s: %s" % (R, time.monotonic() - t0, type(e).__name__, e), flush=True)
             after()
     print("rank %d: never raised" % R, flush=True)
     sys.exit(1)

@@ -11,6 +11,8 @@ tensor within 1e-5 of its RMS (16-bit compression: within 2e-2):
   baton_ddp   the same DDP script over the default process group, init_process_group("baton")
   BATON_TORCH_INLINE=last: c10d._StepEnd on call sequences, and DDP with two buckets runs
               the first asynchronous and the last inline every step, with gloo's parameters
+  BATON_TORCH_WORK: DDP's asynchronous all-reduces return the C++ work layer's Work when it is built (and not
+              turned off), the Python _Work otherwise; async all_reduce's work, future and result, 4 dtypes
 Also the Horovod helpers: broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather with
 unequal first dimensions, allreduce with Average/Sum, synchronize/poll, skip_synchronize, zero_grad refusal.
 Prints "CHECKS n FAILED m" last.
@@ -233,15 +235,54 @@ check(not any(got), "_StepEnd on never-repeated tensors: nothing ends a step")
 calls = []
 saved_inline, saved_first = (pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES
 pg._inline, pg._step_end, dist._DEFAULT_FIRST_BUCKET_BYTES = False, c10d._StepEnd(), 512
-orig_run, orig_async = pg._inline_run, pg._async
+orig_run, orig_async = pg._inline_run, pg._allreduce_async
 pg._inline_run = lambda tensors, result, run: (calls.append(("inline", tensors[0].data_ptr())), orig_run(tensors, result, run))[1]
-pg._async = lambda handles, result, after=None: (calls.append(("async", result[0].data_ptr())), orig_async(handles, result, after))[1]
+pg._allreduce_async = lambda tensors, op: (calls.append(("async", tensors[0].data_ptr())), orig_async(tensors, op))[1]
 compare(ddp_run(None, bucket_cap_mb=1.0 / 1024), mg, "BATON_TORCH_INLINE=last: DDP over baton (2 buckets) against DDP over gloo")
-del pg._inline_run, pg._async
+del pg._inline_run, pg._allreduce_async
 (pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES = saved_inline, saved_first
 tail = [c[0] for c in calls[-4:]]
 check(tail == ["async", "inline", "async", "inline"] and calls[-1][1] == calls[-3][1] != calls[-2][1],
       "BATON_TORCH_INLINE=last: the last two steps' all-reduces were %s" % calls[-4:])
+
+# ---- the C++ work layer (baton/torch/_work.cpp; BATON_TORCH_WORK): DDP's asynchronous all-reduces return a
+# C++ Work whose future a C++ thread completes, not the Python _Work and waiter thread ----
+import importlib.util  # noqa: E402
+import os  # noqa: E402
+
+work_env = os.environ.get("BATON_TORCH_WORK", "auto")
+want_cpp = work_env != "python" and importlib.util.find_spec("baton.torch._work") is not None
+check((pg._work is not None) == want_cpp, "BATON_TORCH_WORK=%s: the C++ work layer is used: %s" % (work_env, want_cpp))
+kinds = []
+orig_async = pg._allreduce_async
+pg._allreduce_async = lambda tensors, op: (lambda w: (kinds.append(isinstance(w, c10d._Work)), w)[1])(orig_async(tensors, op))
+compare(ddp_run(None, bucket_cap_mb=1.0 / 1024), mg, "BATON_TORCH_WORK=%s: DDP over baton (2 buckets) against DDP over gloo"
+        % work_env)
+del pg._allreduce_async
+check(len(kinds) >= STEPS and all(k != want_cpp for k in kinds) if not pg._inline else kinds == [],
+      "BATON_TORCH_WORK=%s: DDP's all-reduces returned %s (Python _Work: %s)" % (work_env, "C++ Work" if want_cpp
+                                                                                else "Python _Work", kinds))
+for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
+    t = torch.full((3000,), R + 1, dtype=dt)
+    w = dist.all_reduce(t, async_op=True)
+    got = w.get_future().wait()
+    want = torch.full((3000,), W * (W + 1) // 2, dtype=dt)
+    check(w.wait() and w.is_completed() and w.is_success() and torch.equal(t, want) and torch.equal(got[0], want)
+          and got[0].data_ptr() == t.data_ptr(), "async all_reduce of %s: work, future and result in place" % dt)
+if want_cpp:
+    saved = os.environ.get("BATON_TORCH_WORK")
+    os.environ["BATON_TORCH_WORK"] = "sometimes"
+    try:
+        c10d._work_layer()
+        check(False, "BATON_TORCH_WORK=sometimes was accepted")
+    except ValueError as e:
+        check("BATON_TORCH_WORK='sometimes' must be auto, cpp or python" in str(e), "bad BATON_TORCH_WORK: %s" % e)
+    os.environ["BATON_TORCH_WORK"] = "python"
+    check(c10d._work_layer() is None, "BATON_TORCH_WORK=python: no C++ work layer")
+    if saved is None:
+        del os.environ["BATON_TORCH_WORK"]
+    else:
+        os.environ["BATON_TORCH_WORK"] = saved
 
 # ---- torch.distributed calls on the baton backend ----
 check(dist.get_backend() == "baton" and dist.get_world_size() == W and dist.get_rank() == R, "backend identity")

@@ -31,6 +31,9 @@ if [ -f "$BUILD/libbaton-mpi.so" ]; then check "installed lib/libbaton-mpi.so" t
 PY=${BATON_TEST_PY:-/usr/bin/python3}
 pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 check "installed the Python package" test -f "$P/lib/python$pyv/dist-packages/baton/__init__.py"
+if ls "$BUILD"/python/baton/torch/_work*.so >/dev/null 2>&1; then   # baton.torch's C++ work layer, when built
+    check "installed baton.torch's C++ work layer" sh -c "ls '$P/lib/python$pyv/dist-packages/baton/torch/'_work*.so"
+fi
 got=$(cd "$T" && PYTHONPATH="$P/lib/python$pyv/dist-packages" timeout 60 $PY -c \
     'import baton, array; baton.init(); a = array.array("d", [1.5, 2]); baton.allreduce_(a); print(baton.__file__.startswith("'"$P"'"), baton.size(), list(a))' 2>&1)
 check "the installed package imports and reduces from the install tree (got '$got')" test "$got" = "True 1 [1.5, 2.0]"

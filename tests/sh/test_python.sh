@@ -53,6 +53,14 @@ for n in 2 3; do run_checks "DistributedOptimizer, DDP over baton and gloo" $n 1
 export BATON_TORCH_INLINE=on
 run_checks "BATON_TORCH_INLINE=on: DistributedOptimizer, DDP over baton and gloo" 2 120 tests/python/check_torch.py
 unset BATON_TORCH_INLINE
+# the C++ work layer (baton/torch/_work.cpp): built whenever the Makefile finds libtorch-dev's headers; the Python
+# route (BATON_TORCH_WORK=python) stays tested too
+if [ -f /usr/lib/python3/dist-packages/torch/include/torch/csrc/distributed/c10d/Work.hpp ]; then
+    if ls "$BUILD"/python/baton/torch/_work*.so >/dev/null 2>&1; then ok "baton.torch's C++ work layer is built"
+    else bad "libtorch-dev's headers are installed but $BUILD/python/baton/torch/_work*.so is missing"; fi
+fi
+BATON_TORCH_WORK=python run_checks "BATON_TORCH_WORK=python: DistributedOptimizer, DDP over baton and gloo" 2 120 \
+    tests/python/check_torch.py
 
 # faults: MODE, extra env, the RAISED line expected from rank 0 (extended regex), longest acceptable seconds
 fault() {
@@ -63,7 +71,7 @@ fault() {
     if printf '%s\n' "$line" | grep -Eq "RAISED [0-9.]+ $want" &&
        printf '%s\n' "$out" | grep -q "rank 0: ALIVE 45" &&
        awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s != "" && s + 0 <= l) }'; then
-        ok "$mode: rank 0 raised baton.Error after $secs s and went on: $(printf '%s' "$line" | cut -c1-150)"
+        ok "$mode: rank 0 raised after $secs s and went on: $(printf '%s' "$line" | cut -c1-150)"
     else
         bad "$mode: expected rank 0 to raise /$want/ within $limit s and go on"
         printf '%s\n' "$out" | tail -n 12 | sed 's/^/    /'
@@ -71,6 +79,8 @@ fault() {
 }
 fault kill "" "BATON_EPEERDEAD: baton.allreduce: .*rank 1 .*died" 5
 fault async "" "BATON_EPEERDEAD: baton: asynchronous collective: .*rank 1 .*died" 5
+fault torch_async "" "RuntimeError: baton: asynchronous all-reduce: .*rank 1 .*died.*BATON_EPEERDEAD" 5
+fault torch_async "BATON_TORCH_WORK=python" "Error: baton: asynchronous collective: .*rank 1 .*died" 5
 # rank 1 may see the mismatch first and abort the job: rank 0 then reports the cancel with rank 1's words
 fault mismatch "" "BATON_E(MISMATCH|CANCELED): .*collective mismatch: rank [01] runs allreduce #1 \\([45] x f32" 5
 fault timeout "BATON_TIMEOUT=1" "BATON_ETIMEDOUT: .*waiting for rank 1" 5

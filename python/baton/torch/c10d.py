@@ -65,6 +65,27 @@ _attached = collections.deque()  # tensors whose storages are attached, oldest f
 _attach_state = {"broken": False}
 
 
+_WORK_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+
+
+def _work_layer():
+    """The C++ work layer (baton/torch/_work.cpp) when BATON_TORCH_WORK allows it and it is built, else None."""
+    v = os.environ.get("BATON_TORCH_WORK", "").strip().lower()
+    if v not in ("", "auto", "cpp", "python"):
+        raise ValueError("BATON_TORCH_WORK='%s' must be auto, cpp or python" % os.environ["BATON_TORCH_WORK"])
+    if v == "python":
+        return None
+    try:
+        from baton.torch import _work
+    except ImportError as e:
+        if v == "cpp":
+            raise ImportError("BATON_TORCH_WORK=cpp but baton.torch's C++ work layer is not built (%s); install "
+                              "libtorch-dev and rebuild, or use BATON_TORCH_WORK=auto" % e) from None
+        return None
+    _work.bind(_baton._capi)
+    return _work
+
+
 def _attach_min():
     v = os.environ.get("BATON_TORCH_ATTACH_MIN", "")
     if v == "":
@@ -186,6 +207,7 @@ class ProcessGroupBaton(dist.ProcessGroup):
         self._inline = mode == "on"
         self._step_end = _StepEnd() if mode == "last" else None
         self._thread = None  # the waiter, started by the first asynchronous collective
+        self._work = _work_layer()  # the C++ work layer, or None: the Python futures and waiter thread
 
     def getBackendName(self):
         return "baton"
@@ -250,7 +272,6 @@ class ProcessGroupBaton(dist.ProcessGroup):
     # ---- collectives ----
     def allreduce(self, tensors, opts=None):
         op = _baton_op(opts.reduceOp) if opts is not None else baton.SUM
-        handles, after = [], []
         for t in tensors:
             _check(t, "the all-reduce tensor")
             if t.is_contiguous():
@@ -260,6 +281,14 @@ class ProcessGroupBaton(dist.ProcessGroup):
         if self._inline or (self._step_end is not None and len(tensors) == 1 and
                             self._step_end.ends_step((tensors[0].data_ptr(), tensors[0].numel(), tensors[0].dtype))):
             return self._inline_run(tensors, tensors, lambda c: _baton.allreduce_into(c, c, op))
+        return self._allreduce_async(tensors, op)
+
+    def _allreduce_async(self, tensors, op):
+        """In place, asynchronous: a C++ Work from the work layer when there is one (and it takes the tensors),
+        else baton handles completed into a torch future by the waiter thread."""
+        if self._work is not None and all(t.is_contiguous() and t.dtype in _WORK_DTYPES for t in tensors):
+            return self._work.allreduce(tensors, int(op))
+        handles, after = [], []
         for t in tensors:
             if t.is_contiguous():
                 handles.append(_baton.allreduce_async_into(t, t, op))
