@@ -77,6 +77,8 @@ struct baton_tape {
     uint16_t **wbf;          /* per parameter: bf16 copy of its data, or NULL (allocated on first use) */
     unsigned *wbf_stamp;
     size_t wbf_conversions;  /* weight conversions so far (tests: once per forward) */
+    struct baton__wpack *wpack;      /* per parameter x 2 (as the forward's and as dX's operand): packed bf16 (gemm.c) */
+    int wpack_off;                   /* tests and benchmarks: weights as plain bf16 copies, not packed */
     uint16_t *bf16_scratch[2];
     size_t bf16_scratch_cap[2];
     struct baton__kept_bf16 *kept;   /* bf16 copies of activations and gradients kept for this step (gemm.c) */
