@@ -397,6 +397,7 @@ static const uint16_t *weight_bf16(baton_tape *t, int p) {
  * or context), so a slot remembers the layout it holds and repacks when a product asks for another. */
 struct baton__wpack {
     dnnl_memory_desc_t md;      /* the packed layout held */
+    const float *from;          /* of this f32 matrix */
     void *buf;
     size_t cap;
     unsigned stamp, counted;    /* packed at this stamp; counted as this step's conversion of the parameter */
@@ -423,7 +424,7 @@ static const void *weight_packed(baton_tape *t, int p, const float *b, int tb, i
     }
     struct baton__wpack *s = &t->wpack[2 * p + (tb != 0)], *o = &t->wpack[2 * p + (tb == 0)];
     int same = s->reorder && dn->dnnl_memory_desc_equal(&s->md, &e->wmd);
-    if (same && s->stamp == t->stamp) return s->buf;
+    if (same && s->stamp == t->stamp && s->from == b) return s->buf;
     if (!same) {
         wpack_clear(s);
         size_t need = dn->dnnl_memory_desc_get_size(&e->wmd);
@@ -455,6 +456,7 @@ static const void *weight_packed(baton_tape *t, int p, const float *b, int tb, i
         abort();
     }
     s->stamp = t->stamp;
+    s->from = b;
     if (s->counted != t->stamp && o->counted != t->stamp) t->wbf_conversions++;
     s->counted = t->stamp;
     return s->buf;
