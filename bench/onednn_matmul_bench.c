@@ -5,6 +5,8 @@
  * "TT" is the transposes of the source and the weights; dW' is a weight gradient with its first operand
  * already transposed. This is what docs/gpt.md's bf16 section quotes; it separates the library's speed from
  * what baton adds around it (bench/gemm_bench.c measures baton_gemm, conversions included).
+ * The scratchpad is user-managed, allocated once per primitive, as src/nn/gemm.c passes it (oneDNN's default
+ * allocates and frees it at every execution, which this bench timed until 2026-11-27).
  *   cc -O2 -fopenmp bench/onednn_matmul_bench.c -o /tmp/omb -ldnnl && /tmp/omb [SECONDS_PER_CASE] [THREADS] */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -23,18 +25,20 @@ static double run(int ta,int tb,int m,int n,int k,dnnl_data_type_t sdt,dnnl_data
   dnnl_memory_desc_t a,b,c,bu; mdp(&a,m,k,ta,sdt); mdp(&c,m,n,0,ddt); mdp(&bu,k,n,tb,sdt);
   if(wany){ dnnl_dims_t d={k,n}; CK(dnnl_memory_desc_init_by_tag(&b,2,d,sdt,dnnl_format_tag_any)); } else b=bu;
   dnnl_matmul_desc_t desc; CK(dnnl_matmul_desc_init(&desc,&a,&b,NULL,&c));
-  dnnl_primitive_desc_t pd; CK(dnnl_primitive_desc_create(&pd,&desc,NULL,eng,NULL));
+  dnnl_primitive_attr_t at; CK(dnnl_primitive_attr_create(&at)); CK(dnnl_primitive_attr_set_scratchpad_mode(at,dnnl_scratchpad_mode_user));
+  dnnl_primitive_desc_t pd; CK(dnnl_primitive_desc_create(&pd,&desc,at,eng,NULL)); dnnl_primitive_attr_destroy(at);
+  dnnl_memory_t ms; CK(dnnl_memory_create(&ms,dnnl_primitive_desc_query_md(pd,dnnl_query_scratchpad_md,0),eng,DNNL_MEMORY_ALLOCATE));
   strcpy(who, impl(pd));
   const dnnl_memory_desc_t *bw=dnnl_primitive_desc_query_md(pd,dnnl_query_weights_md,0);
   dnnl_primitive_t p; CK(dnnl_primitive_create(&p,pd));
   dnnl_memory_t ma,mb,mc; CK(dnnl_memory_create(&ma,&a,eng,DNNL_MEMORY_ALLOCATE)); CK(dnnl_memory_create(&mb,bw,eng,DNNL_MEMORY_ALLOCATE)); CK(dnnl_memory_create(&mc,&c,eng,DNNL_MEMORY_ALLOCATE));
   void *h; size_t es = sdt==dnnl_f32?4:2; dnnl_memory_get_data_handle(ma,&h); memset(h,0x3c,(size_t)m*k*es);
   dnnl_memory_get_data_handle(mb,&h); memset(h,0x3c,dnnl_memory_desc_get_size(bw));
-  dnnl_exec_arg_t args[3]={{DNNL_ARG_SRC,ma},{DNNL_ARG_WEIGHTS,mb},{DNNL_ARG_DST,mc}};
-  CK(dnnl_primitive_execute(p,st,3,args)); dnnl_stream_wait(st);
+  dnnl_exec_arg_t args[4]={{DNNL_ARG_SRC,ma},{DNNL_ARG_WEIGHTS,mb},{DNNL_ARG_DST,mc},{DNNL_ARG_SCRATCHPAD,ms}};
+  CK(dnnl_primitive_execute(p,st,4,args)); dnnl_stream_wait(st);
   int reps=0; double t0=cpu(),el;
-  do{ CK(dnnl_primitive_execute(p,st,3,args)); reps++; }while((el=cpu()-t0)<secs);
-  dnnl_primitive_destroy(p); dnnl_primitive_desc_destroy(pd); dnnl_memory_destroy(ma);dnnl_memory_destroy(mb);dnnl_memory_destroy(mc);
+  do{ CK(dnnl_primitive_execute(p,st,4,args)); reps++; }while((el=cpu()-t0)<secs);
+  dnnl_primitive_destroy(p); dnnl_primitive_desc_destroy(pd); dnnl_memory_destroy(ma);dnnl_memory_destroy(mb);dnnl_memory_destroy(mc);dnnl_memory_destroy(ms);
   return 2.0*m*n*k*reps/el*1e-9;
 }
 int main(int argc,char**argv){

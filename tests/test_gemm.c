@@ -349,6 +349,8 @@ TEST(bf16_gradient_copies_only_from_final_writes) {
 /* One bf16 step of a 2-layer GPT (loss, every parameter gradient) with the f32 outputs that only products read
  * written or not (baton__feeds_products: layer norms, the qkv layers, attention, the GELU layer write only their
  * bf16 copies), and with the linear layers' bias fused into the product or added in a separate pass. */
+static int g_wpack_off;   /* gpt_step_bf16's weights as plain bf16 copies, not packed (baton_tape's wpack_off) */
+static int g_colsum_off;  /* and the GELU layers' bias gradients in a separate pass (gelu_colsum_off) */
 static void gpt_step_bf16(baton_gpt *g, int only_off, int bias_off, int poison, float *loss_out, float *grads,
                           size_t *only_n) {
     baton_params *p = baton_gpt_params(g);
@@ -357,6 +359,8 @@ static void gpt_step_bf16(baton_gpt *g, int only_off, int bias_off, int poison, 
     ASSERT_OK(baton_tape_set_gemm(t, BATON_GEMM_ONEDNN_BF16));
     t->products_only_off = only_off;
     t->gemm_bias_off = bias_off;
+    t->wpack_off = g_wpack_off;
+    t->gelu_colsum_off = g_colsum_off;
     int32_t w[4 * 17];
     windows(w, 4, 16, 3);
     for (int rep = 0; rep < 2; rep++) {   /* the second step reuses the arena: stale f32 data would be there */
@@ -434,6 +438,124 @@ TEST(bf16_fused_bias_changes_no_bit) {
     free(ga);
     free(gb);
     baton_gpt_free(g);
+}
+
+/* Weights given to oneDNN in the layout its primitive picks (packed by a reorder once per step and orientation)
+ * against plain bf16 copies: the same rounding of the same values, so a whole GPT step gives the same bits. */
+TEST(bf16_packed_weights_change_no_bit) {
+    baton_gpt *g = small_bf16_gpt();
+    if (!g) return;
+    size_t np = 0;
+    for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) np += baton_params_tensor(baton_gpt_params(g), i)->n;
+    float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), la, lb;
+    size_t na, nb;
+    ASSERT_TRUE(ga && gb);
+    g_wpack_off = 1;
+    gpt_step_bf16(g, 0, 0, 0, &la, ga, &na);
+    g_wpack_off = 0;
+    gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);
+    ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la));
+    ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)));
+    free(ga);
+    free(gb);
+    baton_gpt_free(g);
+}
+
+/* The GELU layers' backward under bf16 products computes the bias gradient in the pass that multiplies by GELU's
+ * derivative and rounds (baton__gelu_grad_colsum): the same bits as that pass followed by baton__colsum. Nonzero
+ * biases, a 2-layer GPT step, loss and every gradient. */
+TEST(bf16_gelu_bias_gradient_in_one_pass_changes_no_bit) {
+    baton_gpt *g = small_bf16_gpt();
+    if (!g) return;
+    size_t np = 0;
+    for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) np += baton_params_tensor(baton_gpt_params(g), i)->n;
+    float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), la, lb;
+    size_t na, nb;
+    ASSERT_TRUE(ga && gb);
+    g_colsum_off = 1;
+    gpt_step_bf16(g, 0, 0, 0, &la, ga, &na);
+    g_colsum_off = 0;
+    gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);
+    ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la));
+    ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)));
+    free(ga);
+    free(gb);
+    baton_gpt_free(g);
+}
+
+/* The kernel alone: rows not a multiple of four, one and several column blocks (threads), beta 0 and 1, against the
+ * multiply, baton__row_to_bf16 and baton__colsum run one after the other. */
+TEST(gelu_grad_colsum_matches_the_separate_passes) {
+    const int shapes[][2] = {{203, 200}, {7, 50}, {64, 1536}};
+    baton_rng r;
+    baton_rng_seed(&r, 21);
+    for (int s = 0; s < 3; s++) {
+        int m = shapes[s][0], n = shapes[s][1];
+        size_t mn = (size_t)m * n;
+        float *g = malloc(mn * sizeof(float)), *g2 = malloc(mn * sizeof(float)), *dg = malloc(mn * sizeof(float));
+        float *db = malloc(n * sizeof(float)), *db2 = malloc(n * sizeof(float));
+        uint16_t *bf = malloc(mn * sizeof(uint16_t)), *bf2 = malloc(mn * sizeof(uint16_t));
+        ASSERT_TRUE(g && g2 && dg && db && db2 && bf && bf2);
+        for (int beta = 0; beta < 2; beta++) {
+            fill(g, mn, &r);
+            fill(dg, mn, &r);
+            fill(db, n, &r);
+            memcpy(g2, g, mn * sizeof(float));
+            memcpy(db2, db, n * sizeof(float));
+            baton__gelu_grad_colsum(g, dg, bf, db, m, n, (float)beta);
+            for (size_t i = 0; i < mn; i++) g2[i] *= dg[i];
+            for (int i = 0; i < m; i++) baton__row_to_bf16(bf2 + (size_t)i * n, g2 + (size_t)i * n, n);
+            baton__colsum(db2, g2, m, n, (float)beta);
+            ASSERT_TRUE(!memcmp(g, g2, mn * sizeof(float)) && !memcmp(bf, bf2, mn * sizeof(uint16_t)));
+            ASSERT_TRUE(!memcmp(db, db2, n * sizeof(float)));
+        }
+        free(g);
+        free(g2);
+        free(dg);
+        free(db);
+        free(db2);
+        free(bf);
+        free(bf2);
+    }
+}
+
+/* A packed weight is repacked when a product of another shape asks for another layout (the layout may depend on
+ * M), within a step and after the parameter changed: each product equals the one on a plain bf16 copy. */
+TEST(bf16_packed_weight_follows_shapes_and_updates) {
+    if (!baton_gemm_bf16_available()) {
+        printf("skip: this CPU has neither AVX512_BF16 nor AMX\n");
+        return;
+    }
+    enum { K = 96, N = 80, MMAX = 600 };
+    baton_param_info v[1] = {{.name = "w", .ndim = 2, .shape = {N, K}}};
+    baton_params *p;
+    ASSERT_OK(baton_params_new(&p, v, 1));
+    baton_rng r;
+    baton_rng_seed(&r, 11);
+    baton_tensor *w = baton_params_tensor(p, 0);
+    float *x = malloc(sizeof(float) * MMAX * K);
+    ASSERT_TRUE(x != NULL);
+    fill(x, MMAX * K, &r);
+    baton_tape *tp = baton_tape_new(p, 1), *tq = baton_tape_new(p, 1);   /* packed, plain */
+    ASSERT_OK(baton_tape_set_gemm(tp, BATON_GEMM_ONEDNN_BF16));
+    ASSERT_OK(baton_tape_set_gemm(tq, BATON_GEMM_ONEDNN_BF16));
+    tq->wpack_off = 1;
+    const int ms[] = {37, 1, MMAX, 37};
+    for (int step = 0; step < 2; step++) {
+        fill(w->data, w->n, &r);   /* an optimizer step: the packed copy must be refreshed */
+        baton_tape_reset(tp, 0);
+        baton_tape_reset(tq, 0);
+        for (int i = 0; i < 4; i++) {
+            baton_tensor *y = baton_matmul(tp, baton_tape_input(tp, 2, (int[]){ms[i], K}, x), w, 1);
+            baton_tensor *z = baton_matmul(tq, baton_tape_input(tq, 2, (int[]){ms[i], K}, x), w, 1);
+            ASSERT_TRUE(!memcmp(y->data, z->data, y->n * sizeof(float)));
+        }
+    }
+    ASSERT_EQ_U64(baton_tape_bf16_conversions(tp), 2);   /* once per step */
+    baton_tape_free(tp);
+    baton_tape_free(tq);
+    baton_params_free(p);
+    free(x);
 }
 
 /* One bf16 linear layer with a bias: the fused product against a double reference of the rounded operands plus

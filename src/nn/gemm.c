@@ -78,11 +78,14 @@ float baton__bf16_round(float f) {
 
 /* ---- oneDNN: engine, stream, primitive cache -------------------------------------------------------------- */
 typedef struct {
-    int ta, tb, m, n, k, lda, ldb, ldc, bias, cbf;   /* key, with beta; bias: an f32 (n) vector added to every row;
-                                                     * cbf: the result is stored as bf16 */
+    int ta, tb, m, n, k, lda, ldb, ldc, bias, cbf, bany;   /* key, with beta; bias: an f32 (n) vector added to
+                                                           * every row; cbf: the result is stored as bf16; bany: b
+                                                           * in the layout the primitive picks (wmd), a packed weight */
     float beta;
+    size_t scratch;   /* the primitive's scratchpad bytes (user-managed: see bf16_exec) */
+    dnnl_memory_desc_t wmd;   /* bany: b's layout */
     dnnl_primitive_t prim;
-    dnnl_memory_t ma, mb, mc, mbias;
+    dnnl_memory_t ma, mb, mc, mbias, ms;
 } prim_entry;
 
 #define PRIM_CACHE 512
@@ -125,12 +128,13 @@ static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dn
     return dn->dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
 }
 
-static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta, int bias, int cbf) {
+static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc, float beta, int bias, int cbf,
+                            int bany) {
     pthread_mutex_lock(&g_dnnl.mu);
     for (int i = 0; i < g_dnnl.n; i++) {
         prim_entry *e = &g_dnnl.e[i];
         if (e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldb == ldb &&
-            e->ldc == ldc && e->beta == beta && e->bias == bias && e->cbf == cbf) {
+            e->ldc == ldc && e->beta == beta && e->bias == bias && e->cbf == cbf && e->bany == bany) {
             pthread_mutex_unlock(&g_dnnl.mu);
             return e;
         }
@@ -142,27 +146,38 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
             dn->dnnl_memory_destroy(g_dnnl.e[i].mb);
             dn->dnnl_memory_destroy(g_dnnl.e[i].mc);
             if (g_dnnl.e[i].mbias) dn->dnnl_memory_destroy(g_dnnl.e[i].mbias);
+            dn->dnnl_memory_destroy(g_dnnl.e[i].ms);
         }
         g_dnnl.n = 0;
     }
     prim_entry *e = &g_dnnl.e[g_dnnl.n];
     memset(e, 0, sizeof *e);
     *e = (prim_entry){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta = beta,
-                      .bias = bias, .cbf = cbf};
-    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
+                      .bias = bias, .cbf = cbf, .bany = bany};
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md, s_md;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = !md2(&a_md, m, k, ta, lda, dnnl_bf16) && !md2(&b_md, k, n, tb, ldb, dnnl_bf16) &&
+    dnnl_dims_t b_dims = {k, n};
+    int ok = !md2(&a_md, m, k, ta, lda, dnnl_bf16) &&
+             (bany ? dn->dnnl_memory_desc_init_by_tag(&b_md, 2, b_dims, dnnl_bf16, dnnl_format_tag_any) == dnnl_success
+                   : !md2(&b_md, k, n, tb, ldb, dnnl_bf16)) &&
              !md2(&c_md, m, n, 0, ldc, cbf ? dnnl_bf16 : dnnl_f32) && (!bias || !md2(&bias_md, 1, n, 0, n, dnnl_f32)) &&
              dn->dnnl_matmul_desc_init(&desc, &a_md, &b_md, bias ? &bias_md : NULL, &c_md) == dnnl_success &&
-             dn->dnnl_primitive_attr_create(&attr) == dnnl_success;
+             dn->dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dn->dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
     if (ok && beta != 0.0f)
         ok = dn->dnnl_post_ops_create(&po) == dnnl_success && dn->dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
              dn->dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
     ok = ok && dn->dnnl_primitive_desc_create(&pd, &desc, attr, g_dnnl.engine, NULL) == dnnl_success &&
-         dn->dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+         dn->dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    if (ok) {
+        s_md = *dn->dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        e->scratch = dn->dnnl_memory_desc_get_size(&s_md);
+        if (bany) b_md = e->wmd = *dn->dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    }
+    ok = ok && dn->dnnl_memory_create(&e->ms, &s_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dn->dnnl_memory_create(&e->ma, &a_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dn->dnnl_memory_create(&e->mb, &b_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dn->dnnl_memory_create(&e->mc, &c_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -183,19 +198,41 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
  * added to every row of the f32 accumulator before the store (one f32 addition per element, as a separate pass
  * over c would do: the same bits, without reading and writing c again). cbf: c is bf16 (the f32 result rounded to
  * nearest even at the store, as baton__to_bf16 would round it), else f32. */
-static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
-                        float beta, void *c, int ldc, const float *bias, int cbf) {
-    prim_entry *e = prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta, bias != NULL, cbf);
+static _Thread_local struct {
+    void *p;
+    size_t cap;
+} t_scratch;
+
+static void bf16_exec(prim_entry *e, const uint16_t *a, const void *b, void *c, const float *bias) {
+    int m = e->m, n = e->n, k = e->k;
+    /* The scratchpad is the caller's (a per-thread buffer that only grows): in oneDNN's default mode the library
+     * allocates it at every execution and frees it after, and the GPT step page-faulted about 46 MB of fresh
+     * scratchpad per step (11,500 faults, perf: about 20 % of the bf16 step's samples in the kernel). */
+    if (e->scratch > t_scratch.cap) {
+        free(t_scratch.p);
+        t_scratch.p = aligned_alloc(64, (e->scratch + 63) & ~(size_t)63);
+        t_scratch.cap = t_scratch.p ? e->scratch : 0;
+        if (!t_scratch.p) {
+            fprintf(stderr, "baton: out of memory for a %zu-byte oneDNN scratchpad\n", e->scratch);
+            abort();
+        }
+    }
     dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
     dn->dnnl_memory_set_data_handle(e->mb, (void *)b);
     dn->dnnl_memory_set_data_handle(e->mc, c);
+    dn->dnnl_memory_set_data_handle(e->ms, t_scratch.p);
     if (bias) dn->dnnl_memory_set_data_handle(e->mbias, (void *)bias);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc},
-                               {DNNL_ARG_BIAS, e->mbias}};
-    if (dn->dnnl_primitive_execute(e->prim, g_dnnl.stream, bias ? 4 : 3, args) != dnnl_success) {
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc},
+                               {DNNL_ARG_SCRATCHPAD, e->ms}, {DNNL_ARG_BIAS, e->mbias}};
+    if (dn->dnnl_primitive_execute(e->prim, g_dnnl.stream, bias ? 5 : 4, args) != dnnl_success) {
         fprintf(stderr, "baton: oneDNN bf16 matmul failed (%dx%dx%d)\n", m, n, k);
         abort();
     }
+}
+
+static void bf16_matmul(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                        float beta, void *c, int ldc, const float *bias, int cbf) {
+    bf16_exec(prim_get(ta, tb, m, n, k, lda, ldb, ldc, beta, bias != NULL, cbf, 0), a, b, c, bias);
 }
 
 /* ---- batched bf16 products on strided views, one OpenMP thread each (attention) ------------------------------
@@ -351,6 +388,80 @@ static const uint16_t *weight_bf16(baton_tape *t, int p) {
     return t->wbf[p];
 }
 
+/* ---- packed weights -------------------------------------------------------------------------------------------
+ * A weight as the second operand of a product (the forward's x W^T, the input gradient's dY W) is given to oneDNN in
+ * the layout its primitive picks (format_tag any), converted from the f32 parameter by a oneDNN reorder once per
+ * step and orientation (the reorder rounds to nearest even, as baton__to_bf16 does). With a plain bf16 weight the
+ * brgemm kernels repack it at every execution; bench/onednn_matmul_bench.c measured the GPT's forward and
+ * input-gradient shapes 5-15 % faster with packed weights. The layout may depend on the product's M (another batch
+ * or context), so a slot remembers the layout it holds and repacks when a product asks for another. */
+struct baton__wpack {
+    dnnl_memory_desc_t md;      /* the packed layout held */
+    const float *from;          /* of this f32 matrix */
+    void *buf;
+    size_t cap;
+    unsigned stamp, counted;    /* packed at this stamp; counted as this step's conversion of the parameter */
+    dnnl_primitive_t reorder;   /* the f32 parameter (as stored) -> md */
+    dnnl_memory_t src, dst;
+};
+
+static void wpack_clear(struct baton__wpack *s) {
+    if (!s->reorder) return;
+    dn->dnnl_primitive_destroy(s->reorder);
+    dn->dnnl_memory_destroy(s->src);
+    dn->dnnl_memory_destroy(s->dst);
+    s->reorder = NULL;
+}
+
+/* Parameter p's data b (stored (k,n) row-major with ld ldb, or transposed: tb) packed in e's layout for this step. */
+static const void *weight_packed(baton_tape *t, int p, const float *b, int tb, int ldb, const prim_entry *e) {
+    if (!t->wpack) {
+        t->wpack = calloc(2 * (size_t)t->cap_params, sizeof *t->wpack);
+        if (!t->wpack) {
+            fprintf(stderr, "baton: out of memory for the packed weights\n");
+            abort();
+        }
+    }
+    struct baton__wpack *s = &t->wpack[2 * p + (tb != 0)], *o = &t->wpack[2 * p + (tb == 0)];
+    int same = s->reorder && dn->dnnl_memory_desc_equal(&s->md, &e->wmd);
+    if (same && s->stamp == t->stamp && s->from == b) return s->buf;
+    if (!same) {
+        wpack_clear(s);
+        size_t need = dn->dnnl_memory_desc_get_size(&e->wmd);
+        if (need > s->cap) {
+            free(s->buf);
+            s->buf = aligned_alloc(64, (need + 63) & ~(size_t)63);
+            s->cap = s->buf ? need : 0;
+        }
+        dnnl_memory_desc_t src_md;
+        dnnl_primitive_desc_t pd = NULL;
+        int ok = s->buf && !md2(&src_md, e->k, e->n, tb, ldb, dnnl_f32) &&
+                 dn->dnnl_reorder_primitive_desc_create(&pd, &src_md, g_dnnl.engine, &e->wmd, g_dnnl.engine, NULL) ==
+                     dnnl_success &&
+                 dn->dnnl_primitive_create(&s->reorder, pd) == dnnl_success &&
+                 dn->dnnl_memory_create(&s->src, &src_md, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+                 dn->dnnl_memory_create(&s->dst, &e->wmd, g_dnnl.engine, DNNL_MEMORY_NONE) == dnnl_success;
+        if (pd) dn->dnnl_primitive_desc_destroy(pd);
+        if (!ok) {
+            fprintf(stderr, "baton: oneDNN could not pack a %dx%d bf16 weight; reinstall libdnnl2\n", e->k, e->n);
+            abort();
+        }
+        s->md = e->wmd;
+    }
+    dn->dnnl_memory_set_data_handle(s->src, (void *)b);
+    dn->dnnl_memory_set_data_handle(s->dst, s->buf);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->src}, {DNNL_ARG_TO, s->dst}};
+    if (dn->dnnl_primitive_execute(s->reorder, g_dnnl.stream, 2, args) != dnnl_success) {
+        fprintf(stderr, "baton: oneDNN failed to pack a %dx%d bf16 weight\n", e->k, e->n);
+        abort();
+    }
+    s->stamp = t->stamp;
+    s->from = b;
+    if (s->counted != t->stamp && o->counted != t->stamp) t->wbf_conversions++;
+    s->counted = t->stamp;
+    return s->buf;
+}
+
 /* ---- activations and gradients kept for the step ------------------------------------------------------------ */
 enum { KEPT_MAX = 256 };   /* a 6-layer GPT keeps 50 per step; past the cap, operands are converted per product */
 
@@ -472,6 +583,11 @@ static void run(int backend, int ta, int tb, int m, int n, int k, const float *a
          * first operands, K = 4096, within 5 % of untransposed ones: docs/gpt.md) */
         const uint16_t *ab = operand_bf16(t, a, ta ? k : m, ta ? m : k, lda, keep & BATON__KEEP_A, 0), *bb;
         int alda = ta ? m : k, bld = tb ? k : n;
+        if (t && t->params && b_param >= 0 && !t->wpack_off) {
+            prim_entry *e = prim_get(ta, tb, m, n, k, alda, 0, ldc, beta, bias != NULL, cb != NULL, 1);
+            bf16_exec(e, ab, weight_packed(t, b_param, b, tb, ldb, e), cb ? (void *)cb : (void *)c, bias);
+            return;
+        }
         if (t && t->params && b_param >= 0) {
             bb = weight_bf16(t, b_param);
             bld = ldb;   /* the whole parameter, row length ldb */
@@ -532,6 +648,11 @@ void baton__tape_gemm_free(baton_tape *t) {
     for (int i = 0; t->wbf && i < t->cap_params; i++) free(t->wbf[i]);
     free(t->wbf);
     free(t->wbf_stamp);
+    for (int i = 0; t->wpack && i < 2 * t->cap_params; i++) {
+        wpack_clear(&t->wpack[i]);
+        free(t->wpack[i].buf);
+    }
+    free(t->wpack);
     free(t->bf16_scratch[0]);
     free(t->bf16_scratch[1]);
     free(t->kept);

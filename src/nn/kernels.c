@@ -82,6 +82,34 @@ void baton__colsum(float *db, const float *g, int m, int n, float beta) {
     for (int j0 = 0; j0 < n; j0 += cb) colsum_cols(db, g, m, n, j0, n - j0 < cb ? n : j0 + cb);
 }
 
+/* The GELU layer's backward under bf16 products in one pass over g (M,N): g *= dg (the derivative the forward
+ * saved), bf (M,N) g's rounded copy, and db (N) = (beta ? db : 0) + the column sums of the final g. The bits of
+ * act_backward_inplace's multiply and rounding followed by baton__colsum (the same column blocks, each column's rows
+ * in the same order, four at a time), with g read once instead of twice (25 MB per layer of the 6 x 384 GPT). */
+HOT void baton__gelu_grad_colsum(float *g, const float *dg, uint16_t *bf, float *db, int m, int n, float beta) {
+    enum { CB_MIN = 64 };
+    if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
+    int par = (size_t)m * n >= BATON__PAR_MIN && n > CB_MIN, nt = par ? omp_get_max_threads() : 1;
+    int cb = ((n + nt - 1) / nt + 15) / 16 * 16;   /* as baton__colsum's */
+    if (cb < CB_MIN) cb = CB_MIN;
+#pragma omp parallel for schedule(static) if (par)
+    for (int j0 = 0; j0 < n; j0 += cb) {
+        int j1 = n - j0 < cb ? n : j0 + cb;
+        for (int i = 0; i < m; i += 4) {
+            int rows = m - i < 4 ? m - i : 4;
+            for (int q = i; q < i + rows; q++) {
+                float *row = g + (size_t)q * n;
+                const float *d = dg + (size_t)q * n;
+                int j = j0;
+                for (; j + VW <= j1; j += VW) st(row + j, ld(row + j) * ld(d + j));
+                for (; j < j1; j++) row[j] *= d[j];
+                baton__row_to_bf16(bf + (size_t)q * n + j0, row + j0, j1 - j0);
+            }
+            colsum_cols(db, g + (size_t)i * n, rows, n, j0, j1);
+        }
+    }
+}
+
 /* m = mu*m + g + wd*w; w -= lr*m */
 HOT void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd) {
     size_t i = 0;

@@ -17,6 +17,7 @@
     X(dnnl_primitive_desc_destroy) X(dnnl_primitive_create) X(dnnl_primitive_execute)                      \
     X(dnnl_primitive_destroy) X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_memory_destroy) \
     X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_primitive_desc_query_md) X(dnnl_memory_desc_get_size)  \
+    X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_equal) X(dnnl_reorder_primitive_desc_create)           \
     X(dnnl_sgemm)
 #define BATON_BLAS_FNS(X) X(cblas_sgemm) X(openblas_set_num_threads)
 /* GNU OpenMP's entry for `#pragma omp parallel` (src/nn is built with -fopenmp); libgomp has no header for it */

@@ -77,6 +77,9 @@ struct baton_tape {
     uint16_t **wbf;          /* per parameter: bf16 copy of its data, or NULL (allocated on first use) */
     unsigned *wbf_stamp;
     size_t wbf_conversions;  /* weight conversions so far (tests: once per forward) */
+    struct baton__wpack *wpack;      /* per parameter x 2 (as the forward's and as dX's operand): packed bf16 (gemm.c) */
+    int wpack_off;                   /* tests and benchmarks: weights as plain bf16 copies, not packed */
+    int gelu_colsum_off;             /* tests: the GELU layer's bias gradient in a separate pass (bf16 products) */
     uint16_t *bf16_scratch[2];
     size_t bf16_scratch_cap[2];
     struct baton__kept_bf16 *kept;   /* bf16 copies of activations and gradients kept for this step (gemm.c) */
@@ -190,6 +193,8 @@ void baton__tape_gemm_free(baton_tape *t);   /* the tape's bf16 caches */
 void baton__bias_act_rows(float *y, const float *b, int m, int n, int relu);
 void baton__relu_mask(float *g, const float *y, size_t n);
 void baton__colsum(float *db, const float *g, int m, int n, float beta);
+/* g (m,n) *= dg, bf its bf16 copy, db (n) = (beta ? db : 0) + column sums of g: act_backward_inplace + colsum's bits */
+void baton__gelu_grad_colsum(float *g, const float *dg, uint16_t *bf, float *db, int m, int n, float beta);
 void baton__sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd);
 /* The large-batch optimizers on one parameter view (src/nn/optim_large.c); adapt = 0: no decay, ratio 1. */
 void baton__lars(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, float eta, int adapt);

@@ -217,11 +217,14 @@ void baton__bwd_LINEAR(baton_tape *t, baton_node *nd) {
     float *g = y->grad;   /* final here (all consumers ran), so the activation mask is applied in place */
     /* under bf16 the GELU pass also writes g's rounded copy, which both products below read */
     uint16_t *bf = nd->iarg[0] == BATON_ACT_GELU ? baton__bf16_slot(t, g, m, n) : NULL;
-    act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n, bf);
+    /* with the bias gradient in the same pass (the same bits; g read once) when the GELU pass writes the copy */
+    int db_fused = bf && nd->saved && baton__needs_grad(b) && !t->gelu_colsum_off;
+    if (db_fused) baton__gelu_grad_colsum(g, nd->saved, bf, b->grad, m, n, baton__grad_begin(b));
+    else act_backward_inplace(nd->iarg[0], g, y->data, nd->saved, y->n, bf);
     if (baton__needs_grad(w))
         baton__gemm(t, 1, 0, n, k, m, g, n, x->data, k, -1, BATON__KEEP_A | BATON__KEEP_B, baton__grad_begin(w), w->grad,
                     k);
-    if (baton__needs_grad(b)) baton__colsum(b->grad, g, m, n, baton__grad_begin(b));
+    if (baton__needs_grad(b) && !db_fused) baton__colsum(b->grad, g, m, n, baton__grad_begin(b));
     if (baton__needs_grad(x))
         baton__gemm(t, 0, 0, m, k, n, g, n, w->data, k, w->base->param, BATON__KEEP_A, baton__grad_begin(x), x->grad, k);
 }
