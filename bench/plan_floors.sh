@@ -218,6 +218,18 @@ say("auto chose another algorithm than the fastest forced one and was > 5 %% slo
     (len(wrong), total, "" if not wrong else " (" + ", ".join("%s %d ranks %d B" % k for k in wrong) + ")"))
 say("auto ran the fastest forced algorithm itself: %d cells, auto/best geometric mean %.3f (at most 1.050)" % (same, gm))
 met = total and not wrong and gm <= 1.05
+# The machine's state (docs/plan.md, "shm 2 ranks: two machine states"): the 8-byte direct all-reduce of the
+# calibration against the auto check's forced one; outside 1.6x the two ran in different states (auto then times
+# every candidate, BATON_TUNING_STATE). Information only, not part of a floor.
+try:
+    cal_pts = {(x["transport"], x["ranks"], x["algo"], x["bytes"]): x["us"] for x in json.load(open(cal)).get("points", [])}
+except (OSError, ValueError):
+    cal_pts = {}
+for (tr, k, b), c in sorted(cells.items()):
+    if tr == "shm" and b == 8 and "direct" in c and (tr, k, "direct", 8) in cal_pts:
+        r = c["direct"][0] / cal_pts[(tr, k, "direct", 8)]
+        say("state: shm %d ranks, 8-byte direct all-reduce %.3f us in the calibration, %.3f us in the auto check (x%.2f%s)" %
+            (k, cal_pts[(tr, k, "direct", 8)], c["direct"][0], r, "" if 1 / 1.6 <= r <= 1.6 else ": another machine state"))
 if do_auto: verdicts.append("floor auto (8 B-256 MiB: no other choice > 5 %% slower than the fastest forced; same choice geomean <= 1.05): %s (%d of %d cells a wrong choice; same-choice geomean %.3f; strictly within 5 %%: %d of %d)" %
                             ("met" if met else "MISSED", len(wrong), total, gm, ok, total))
 open(sys.argv[7], "w").write("".join(v + "\n" for v in verdicts))

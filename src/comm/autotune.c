@@ -17,7 +17,9 @@
  * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such
  * algorithms flips from job to job on this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
  * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
- * its times to one all-reduce (MAX: the slowest rank's time of each call), so every rank takes the same
+ * its times to one all-reduce (MIN: each call's time on the rank that entered it last, which did not wait for
+ * the others to arrive; until 2026-11-26 23:20 UTC MAX, which counted the arrival skew whatever ran before
+ * left, e.g. baton bench's own 8-byte reductions after a timed run), so every rank takes the same
  * algorithm: the one with the smallest lower median (of 2 calls the faster: a stall or a first call's page
  * faults only add time), the model's choice unless another is at least PROBE_CLEAR faster. */
 #include <stdio.h>
@@ -45,6 +47,18 @@ int baton__tuning_probe_margin(double *m) {
         return baton__fail(BATON_EINVAL, "BATON_TUNING_PROBE=%s: expected off or a fraction in [0, 1] (candidates predicted "
                                          "within it of the fastest are timed online; default off)", env);
     return BATON_OK;
+}
+
+int baton__tuning_state_setting(int *on) {
+    const char *env = getenv("BATON_TUNING_STATE");
+    *on = 1;
+    if (!env || !*env || !strcmp(env, "on") || !strcmp(env, "1")) return BATON_OK;
+    if (!strcmp(env, "off") || !strcmp(env, "0")) {
+        *on = 0;
+        return BATON_OK;
+    }
+    return baton__fail(BATON_EINVAL, "BATON_TUNING_STATE=%s: expected on (the default: time every candidate when the "
+                                     "machine is not in the calibration's state) or off (the model alone, reproducible)", env);
 }
 
 /* Rank 0: the JSON text to publish (NULL for none); *first: BATON_TUNING=calibrate. */
@@ -91,13 +105,14 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             return rc;
         }
         double margin;
-        if ((rc = baton__tuning_probe_margin(&margin)) < 0) {
+        int state_on;
+        if ((rc = baton__tuning_probe_margin(&margin)) < 0 || (rc = baton__tuning_state_setting(&state_on)) < 0) {
             free(text);
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;
         }
-        /* "+" first: BATON_TUNING=calibrate; then the probe margin and a newline (rank 0's settings decide for
-         * every rank: they must all probe the same calls) */
+        /* "+" first: BATON_TUNING=calibrate; then the probe margin, the state setting and a newline (rank 0's
+         * settings decide for every rank: they must all probe the same calls) */
         size_t cap = (text ? strlen(text) : 0) + 40;
         char *pub = malloc(cap);
         if (!pub) {
@@ -105,7 +120,7 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return baton__fail(BATON_ENOMEM, "calibration: out of memory");
         }
-        snprintf(pub, cap, "%s%.17g\n%s", first ? "+" : "", margin, text ? text : "");
+        snprintf(pub, cap, "%s%.17g %d\n%s", first ? "+" : "", margin, state_on, text ? text : "");
         free(text);
         text = pub;
         len = strlen(text);
@@ -122,17 +137,20 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
     }
     if (len == 0) { /* rank 0 failed */
         free(text);
-        return baton__fail(BATON_EINVAL, "rank 0 could not read its calibration settings (BATON_TUNING, BATON_TUNING_PROBE)");
+        return baton__fail(BATON_EINVAL, "rank 0 could not read its calibration settings (BATON_TUNING, BATON_TUNING_PROBE, "
+                                         "BATON_TUNING_STATE)");
     }
     size_t skip = text[0] == '+';
     c->tune_first_use = (int)skip;
     char *nl = memchr(text + skip, '\n', len - skip), *end = NULL;
     double margin = nl ? strtod(text + skip, &end) : -1;
-    if (!nl || end != nl || !(margin >= 0 && margin <= 1)) {
+    long state_on = end && *end == ' ' ? strtol(end + 1, &end, 10) : -1;
+    if (!nl || end != nl || !(margin >= 0 && margin <= 1) || (state_on != 0 && state_on != 1)) {
         free(text);
         return baton__fail(BATON_EFORMAT, "the calibration settings rank 0 shared are malformed");
     }
     c->tune_probe_margin = margin;
+    c->tune_state_on = (int)state_on;
     skip = (size_t)(nl + 1 - text);
     if (len == skip) {
         free(text);
@@ -198,6 +216,7 @@ static int probe_cand(const baton_tune_slot *s, int i) {
 
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
     if (!c->tuning || c->tune_busy) return BATON_ALGO_AUTO;
+    if (c->tune_state == BATON_TUNE_STATE_UNCHECKED) c->tune_state_pending = 1;
     baton_algo cands[3];
     int link, n = candidates(c, cands, &link);
     /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets); every rank makes the
@@ -221,7 +240,9 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     memset(sl, 0, sizeof *sl);
     sl->bytes1 = bytes + 1;
     sl->algo = (unsigned char)best;
-    if (best == BATON_ALGO_AUTO || c->tune_probe_margin <= 0) return best;
+    /* the machine is not in the calibration's state: its order of the candidates may not hold, time them all */
+    double margin = c->tune_state == BATON_TUNE_STATE_DIFFERS ? 1e300 : c->tune_probe_margin;
+    if (best == BATON_ALGO_AUTO || margin <= 0) return best;
     /* the candidates predicted within the margin of the fastest, the model's choice first, then by prediction */
     sl->cand[sl->ncand++] = (unsigned char)best;
     for (;;) {
@@ -229,7 +250,7 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
         for (int i = 0; i < n; i++) {
             int taken = 0;
             for (int q = 0; q < sl->ncand; q++) taken |= sl->cand[q] == cands[i];
-            if (!taken && pred[i] > 0 && pred[i] <= (1 + c->tune_probe_margin) * best_s && (k < 0 || pred[i] < pred[k])) k = i;
+            if (!taken && pred[i] > 0 && pred[i] <= (1 + margin) * best_s && (k < 0 || pred[i] < pred[k])) k = i;
         }
         if (k < 0) break;
         sl->cand[sl->ncand++] = (unsigned char)cands[k];
@@ -244,15 +265,16 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     return (baton_algo)sl->cand[probe_cand(sl, 0)];
 }
 
-/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US adds US microseconds to every timed probe call of ALGO on
- * rank RANK (a slow candidate seen by one rank only: the agreement must carry it to every rank). */
+/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US adds US microseconds (negative: takes them off) to every timed
+ * probe call of ALGO on rank RANK, or on every rank with RANK -1 (a fast candidate seen by one rank only: the
+ * agreement must carry it to every rank). */
 static double probe_penalty(const baton_comm *c, baton_algo a) {
     const char *env = getenv("BATON_TEST_TUNE_PROBE");
     int rank;
     char name[16];
     double us;
     baton_algo pa;
-    if (!env || sscanf(env, "%d:%15[^:]:%lf", &rank, name, &us) != 3 || rank != c->rank || baton_algo_parse(name, &pa) < 0 || pa != a)
+    if (!env || sscanf(env, "%d:%15[^:]:%lf", &rank, name, &us) != 3 || (rank != c->rank && rank != -1) || baton_algo_parse(name, &pa) < 0 || pa != a)
         return 0;
     return us * 1e-6;
 }
@@ -273,11 +295,13 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     int i = sl->next++, k = probe_cand(sl, i);
     sl->t[k][i / sl->ncand] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
     if (sl->next < sl->ncand * sl->per) return BATON_OK;
-    /* every rank's times, reduced to the slowest rank's per call: the same numbers everywhere */
+    /* every rank's times, reduced to the fastest rank's per call (the rank that came last, so none of the time
+     * is waiting for the others to arrive; a rank slowed inside the call slows every rank's time of it): the
+     * same numbers everywhere */
     double v[3 * BATON_AUTOTUNE_PROBE_MAX], vmax[3 * BATON_AUTOTUNE_PROBE_MAX];
     int nv = sl->ncand * sl->per;
     for (int q = 0; q < sl->ncand; q++) memcpy(v + q * sl->per, sl->t[q], sizeof(double) * sl->per);
-    coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmax, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MAX};
+    coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmax, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MIN};
     baton_algo last = c->last_algo;
     uint64_t last_ns = c->last_ns;
     c->tune_busy = 1;
@@ -297,6 +321,72 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
                 sl->ncand > 2 ? ", " : "", sl->ncand > 2 ? baton_algo_name((baton_algo)sl->cand[2]) : "", sl->ncand > 2 ? " too" : "");
     sl->algo = sl->cand[best];
     sl->ncand = 0;
+    return BATON_OK;
+}
+
+/* ---- the machine's state against the calibration's (BATON_TUNING_STATE) --------------------------------
+ * On this VM (2 vCPUs) the two CPUs answer each other in one of two states that last minutes and change
+ * between jobs (the hypervisor's placement, docs/plan.md): an 8-byte shared-memory all-reduce takes about
+ * 0.18 us in one and 0.45 us in the other, and the order of direct and ring from 2 MiB up flips with it. So
+ * after the first auto all-reduce, where that marker means something (shared memory, no more ranks than
+ * CPUs), each rank times STATE_CALLS 8-byte direct all-reduces, takes the median, and every rank takes the
+ * slowest rank's (one all-reduce, MAX): the same number everywhere. Outside STATE_RATIO of the calibration's
+ * own time for it, the calibration was made in the other state: every size's first calls then time every
+ * candidate (the probe above, the model's choice kept unless another is PROBE_CLEAR faster). */
+#define STATE_WARM 4
+#define STATE_CALLS 31
+#define STATE_RATIO 1.6
+
+/* Test knob: BATON_TEST_TUNE_STATE=RANK:US makes rank RANK's measured marker US microseconds. */
+static double state_override(const baton_comm *c, double secs) {
+    const char *env = getenv("BATON_TEST_TUNE_STATE");
+    int rank;
+    double us;
+    if (!env || sscanf(env, "%d:%lf", &rank, &us) != 2 || rank != c->rank) return secs;
+    return us * 1e-6;
+}
+
+int baton__autotune_state_check(baton_comm *c) {
+    c->tune_state_pending = 0;
+    if (c->tune_state != BATON_TUNE_STATE_UNCHECKED) return BATON_OK;
+    c->tune_state = BATON_TUNE_STATE_NA;
+    baton_algo cands[3];
+    int link;
+    candidates(c, cands, &link);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double pred = 0;
+    if (!c->tuning || !c->tune_state_on || link != BATON_LINK_SHM || c->world < 2 || (cpus > 0 && c->world > cpus) ||
+        baton__tuning_predict(c->tuning, link, BATON_ALGO_DIRECT, c->world, 8, &pred) < 0 || !(pred > 0))
+        return BATON_OK;
+    float x[2] = {0, 0}, y[2];
+    double t[STATE_CALLS], med = 0, worst = 0;
+    coll_args a = {.kind = COLL_ALLREDUCE, .send = x, .recv = y, .count = 2, .dt = BATON_F32, .op = BATON_SUM};
+    baton_algo saved = c->algo, last = c->last_algo;
+    uint64_t last_ns = c->last_ns;
+    c->algo = BATON_ALGO_DIRECT;
+    c->tune_busy = 1;
+    int rc = BATON_OK;
+    for (int i = 0; i < STATE_WARM + STATE_CALLS && rc >= 0; i++)
+        if ((rc = baton__coll_exec(c, &a)) >= 0 && i >= STATE_WARM) t[i - STATE_WARM] = (double)c->last_ns / 1e9;
+    if (rc >= 0) {
+        med = state_override(c, baton__median(t, STATE_CALLS));
+        coll_args m = {.kind = COLL_ALLREDUCE, .send = &med, .recv = &worst, .count = 1, .dt = BATON_F64, .op = BATON_MAX};
+        rc = baton__coll_exec(c, &m);
+    }
+    c->algo = saved, c->tune_busy = 0;
+    c->last_algo = last, c->last_ns = last_ns;
+    if (rc < 0) return rc;
+    double ratio = worst / pred;
+    if (ratio <= STATE_RATIO && ratio >= 1 / STATE_RATIO) {
+        c->tune_state = BATON_TUNE_STATE_SAME;
+        BATON_DEBUG("--algo auto: an 8-byte all-reduce takes %.2f us, the calibration's %.2f us: its state", worst * 1e6, pred * 1e6);
+        return BATON_OK;
+    }
+    c->tune_state = BATON_TUNE_STATE_DIFFERS;
+    memset(c->tune_cache, 0, sizeof c->tune_cache); /* every size chooses again, timing its candidates */
+    BATON_INFO("--algo auto: an 8-byte all-reduce takes %.2f us, %.2fx the calibration's %.2f us: the machine is not in "
+               "the calibration's state, so each size's first calls time every algorithm (BATON_TUNING_STATE=off: the "
+               "model alone)", worst * 1e6, ratio, pred * 1e6);
     return BATON_OK;
 }
 

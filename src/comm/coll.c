@@ -250,7 +250,9 @@ int baton__coll_exec(baton_comm *c, const coll_args *a) {
         return rc;
     }
     /* --algo auto confirming a close choice: this call's time, and after a size's last probe the agreement */
-    if (c->tune_probe) return baton__autotune_probed(c, end - now);
+    if (c->tune_probe && (rc = baton__autotune_probed(c, end - now)) < 0) return rc;
+    /* after the first --algo auto all-reduce: is the machine in the calibration's state? (autotune.c) */
+    if (c->tune_state_pending && !c->tune_busy) return baton__autotune_state_check(c);
     return rc;
 }
 

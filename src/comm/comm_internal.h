@@ -144,6 +144,9 @@ struct baton_comm {
     int tune_probe;                /* 1 + the slot whose probe call is running now, 0: none */
     int tune_busy;                 /* the probes' agreement is running: it takes the fixed rule */
     double tune_probe_margin;      /* BATON_TUNING_PROBE: confirm candidates predicted within this of the best */
+    int tune_state_on;             /* BATON_TUNING_STATE (rank 0's): compare the machine's state with the calibration's */
+    int tune_state;                /* BATON_TUNE_STATE_*: what that comparison found */
+    int tune_state_pending;        /* the first auto all-reduce ran: compare once it has finished */
 
     /* asynchronous work: a FIFO run by one comm thread, in issue order */
     pthread_mutex_t mu;
@@ -166,9 +169,12 @@ struct baton_comm {
 int baton__autotune_init(baton_comm *c, uint64_t deadline);
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed);
 /* After a collective ran (baton__coll_exec, rc >= 0): when it was a probe call, records its time (ns, this
- * rank's); after a size's last probe call every rank runs one more all-reduce (MAX of the probe times) and
+ * rank's); after a size's last probe call every rank runs one more all-reduce (MIN of the probe times) and
  * takes the same choice from it. */
 int baton__autotune_probed(baton_comm *c, uint64_t ns);
+/* The machine's state against the calibration's (BATON_TUNING_STATE): 0 not compared yet. */
+enum { BATON_TUNE_STATE_UNCHECKED, BATON_TUNE_STATE_NA, BATON_TUNE_STATE_SAME, BATON_TUNE_STATE_DIFFERS };
+int baton__autotune_state_check(baton_comm *c);
 void baton__autotune_free(baton_comm *c);
 /* BATON_TUNING=calibrate and no fits for this link and world size: a short calibration (about a second,
  * collective; call at the end of init), adopted by every rank and added to the cache by rank 0. */

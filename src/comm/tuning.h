@@ -34,6 +34,8 @@ int baton__link_parse(const char *s, int *out);     /* 0 or -1 */
 #define BATON_TUNING_PROBE_DEFAULT 0.0
 /* BATON_TUNING_PROBE: *m = the fraction (0: off); one line naming it on bad input. */
 int baton__tuning_probe_margin(double *m);
+/* BATON_TUNING_STATE: *on = 1 (unset, on, 1: the default) or 0 (off, 0); one line naming it on bad input. */
+int baton__tuning_state_setting(int *on);
 
 typedef struct {
     int link, ranks;
