@@ -278,12 +278,17 @@ static void state_algos(const char *env, char *out, size_t n) {
  * knob adds 100 ms to every rank's timed probe calls of direct. Same state (rank 1 at the predicted 20 ms; rank 0's
  * own marker, microseconds, would say "another state" alone, so direct at every size also shows
  * the agreement): the model's direct. Another state (200 ms): direct is timed and, slowed, left for ring or
- * rd at every size, though the model predicts those 1.5-2x slower. BATON_TUNING_STATE=off: the model alone. */
+ * rd at every size, though the model predicts those 1.5-2x slower; the same with BATON_TUNING_STATE=auto (the default,
+ * on for 2 ranks) and =on. BATON_TUNING_STATE=off: the model alone. */
 TEST_T(auto_times_every_candidate_when_the_machine_left_the_calibrations_state, 150) {
     char algos[64];
     state_algos("BATON_TEST_TUNE_STATE=1:20000 BATON_TEST_TUNE_PROBE=-1:direct:100000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "direct,direct,direct");
     state_algos("BATON_TEST_TUNE_STATE=1:200000 BATON_TEST_TUNE_PROBE=-1:direct:100000", algos, sizeof algos);
+    ASSERT_TRUE(strstr(algos, "direct") == NULL && strstr(algos, "?") == NULL);
+    state_algos("BATON_TUNING_STATE=auto BATON_TEST_TUNE_STATE=1:200000 BATON_TEST_TUNE_PROBE=-1:direct:100000", algos, sizeof algos);
+    ASSERT_TRUE(strstr(algos, "direct") == NULL && strstr(algos, "?") == NULL); /* auto: on for 2 ranks */
+    state_algos("BATON_TUNING_STATE=on BATON_TEST_TUNE_STATE=1:200000 BATON_TEST_TUNE_PROBE=-1:direct:100000", algos, sizeof algos);
     ASSERT_TRUE(strstr(algos, "direct") == NULL && strstr(algos, "?") == NULL);
     state_algos("BATON_TUNING_STATE=off BATON_TEST_TUNE_STATE=1:200000 BATON_TEST_TUNE_PROBE=-1:direct:100000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "direct,direct,direct");

@@ -51,14 +51,19 @@ int baton__tuning_probe_margin(double *m) {
 
 int baton__tuning_state_setting(int *on) {
     const char *env = getenv("BATON_TUNING_STATE");
-    *on = 1;
-    if (!env || !*env || !strcmp(env, "on") || !strcmp(env, "1")) return BATON_OK;
-    if (!strcmp(env, "off") || !strcmp(env, "0")) {
-        *on = 0;
+    *on = BATON_TUNING_STATE_AUTO;
+    if (!env || !*env || !strcmp(env, "auto")) return BATON_OK;
+    if (!strcmp(env, "on") || !strcmp(env, "1")) {
+        *on = BATON_TUNING_STATE_ON;
         return BATON_OK;
     }
-    return baton__fail(BATON_EINVAL, "BATON_TUNING_STATE=%s: expected on (the default: time every candidate when the "
-                                     "machine is not in the calibration's state) or off (the model alone, reproducible)", env);
+    if (!strcmp(env, "off") || !strcmp(env, "0")) {
+        *on = BATON_TUNING_STATE_OFF;
+        return BATON_OK;
+    }
+    return baton__fail(BATON_EINVAL, "BATON_TUNING_STATE=%s: expected auto (the default: on for 2 ranks, where every "
+                                     "algorithm gives the same bits), on (time every candidate when the machine is not in "
+                                     "the calibration's state) or off (the model alone, reproducible)", env);
 }
 
 /* Rank 0: the JSON text to publish (NULL for none); *first: BATON_TUNING=calibrate. */
@@ -145,7 +150,7 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
     char *nl = memchr(text + skip, '\n', len - skip), *end = NULL;
     double margin = nl ? strtod(text + skip, &end) : -1;
     long state_on = end && *end == ' ' ? strtol(end + 1, &end, 10) : -1;
-    if (!nl || end != nl || !(margin >= 0 && margin <= 1) || (state_on != 0 && state_on != 1)) {
+    if (!nl || end != nl || !(margin >= 0 && margin <= 1) || (state_on < BATON_TUNING_STATE_OFF || state_on > BATON_TUNING_STATE_AUTO)) {
         free(text);
         return baton__fail(BATON_EFORMAT, "the calibration settings rank 0 shared are malformed");
     }
@@ -355,7 +360,11 @@ int baton__autotune_state_check(baton_comm *c) {
     candidates(c, cands, &link);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     double pred = 0;
-    if (!c->tuning || !c->tune_state_on || link != BATON_LINK_SHM || c->world < 2 || (cpus > 0 && c->world > cpus) ||
+    /* auto: only where the choice cannot change result bits (2 ranks: each element is one operation on the same two
+     * operands, docs/algorithms.md); with 3 or more ranks the algorithms combine in different orders, and a choice
+     * made by timing would make a job's results differ from run to run unless asked for (on) */
+    int enabled = c->tune_state_on == BATON_TUNING_STATE_ON || (c->tune_state_on == BATON_TUNING_STATE_AUTO && c->world == 2);
+    if (!c->tuning || !enabled || link != BATON_LINK_SHM || c->world < 2 || (cpus > 0 && c->world > cpus) ||
         baton__tuning_predict(c->tuning, link, BATON_ALGO_DIRECT, c->world, 8, &pred) < 0 || !(pred > 0))
         return BATON_OK;
     float x[2] = {0, 0}, y[2];

@@ -144,7 +144,8 @@ struct baton_comm {
     int tune_probe;                /* 1 + the slot whose probe call is running now, 0: none */
     int tune_busy;                 /* the probes' agreement is running: it takes the fixed rule */
     double tune_probe_margin;      /* BATON_TUNING_PROBE: confirm candidates predicted within this of the best */
-    int tune_state_on;             /* BATON_TUNING_STATE (rank 0's): compare the machine's state with the calibration's */
+    int tune_state_on;             /* BATON_TUNING_STATE (rank 0's), BATON_TUNING_STATE_*: compare the machine's state with
+                                    * the calibration's (auto: for 2 ranks only) */
     int tune_state;                /* BATON_TUNE_STATE_*: what that comparison found */
     int tune_state_pending;        /* the first auto all-reduce ran: compare once it has finished */
 

@@ -34,7 +34,9 @@ int baton__link_parse(const char *s, int *out);     /* 0 or -1 */
 #define BATON_TUNING_PROBE_DEFAULT 0.0
 /* BATON_TUNING_PROBE: *m = the fraction (0: off); one line naming it on bad input. */
 int baton__tuning_probe_margin(double *m);
-/* BATON_TUNING_STATE: *on = 1 (unset, on, 1: the default) or 0 (off, 0); one line naming it on bad input. */
+/* BATON_TUNING_STATE: *on = BATON_TUNING_STATE_AUTO (unset, auto: the default, on for 2 ranks only), _ON (on, 1)
+ * or _OFF (off, 0); one line naming it on bad input. */
+enum { BATON_TUNING_STATE_OFF, BATON_TUNING_STATE_ON, BATON_TUNING_STATE_AUTO };
 int baton__tuning_state_setting(int *on);
 
 typedef struct {
