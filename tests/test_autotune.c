@@ -188,24 +188,28 @@ static const char *close_tuning(void) {
                "],\"points\":[]}");
 }
 
-/* The algo column (rank 0's algorithm) of a tcp bench following close_tuning, sizes 8 B to 32 KiB (x64),
- * every element checked; 12 warm-up calls per size, so a size's probe calls (2 x 5 at most) are over before
- * the timed one. */
-static void close_algos(const char *env, char *out, size_t n) {
+/* The algo column (rank 0's algorithm) of a bench following TUNING over TRANSPORT, sizes 8 B to 32 KiB (x64), every
+ * element checked, WARMUP untimed calls per size so that a size's probe calls are over before the timed one
+ * (close_tuning: 2 x 5 at most; state_tuning: 3 x 2 at its predicted times). */
+static void auto_algos(const char *tuning, const char *transport, int warmup, const char *env, char *out, size_t n) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "BATON_TUNING=%s %s %s run -n 2 -- %s bench allreduce --csv --algo auto,ring -b 8 -e 32K -f 64 -c 1 -w 12 -n 1 --min-time 0 "
-             "--transport tcp 2>&1",
-             close_tuning(), env, th_baton(), th_baton());
+             "BATON_TUNING=%s %s %s run -n 2 -- %s bench allreduce --csv --algo auto,ring -b 8 -e 32K -f 64 -c 1 -w %d -n 1 "
+             "--min-time 0 --transport %s 2>&1",
+             tuning, env, th_baton(), th_baton(), warmup, transport);
     char *o = must_run(cmd, 60);
     out[0] = 0;
     const long sizes[] = {8, 512, 32768};
     for (int i = 0; i < 3; i++) {
-        const char *algo = rows(o, sizes[i], "auto", "ring") == 1 ? "ring" : rows(o, sizes[i], "auto", "rd") == 1 ? "rd" : "?";
+        const char *algo = rows(o, sizes[i], "auto", "direct") == 1 ? "direct"
+                           : rows(o, sizes[i], "auto", "ring") == 1 ? "ring"
+                           : rows(o, sizes[i], "auto", "rd") == 1   ? "rd"
+                                                                    : "?";
         snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? "," : "", algo);
     }
     free(o);
 }
+static void close_algos(const char *env, char *out, size_t n) { auto_algos(close_tuning(), "tcp", 12, env, out, n); }
 
 /* Where the calibration predicts two algorithms within BATON_TUNING_PROBE (here 25 %; off by default) of each other, auto
  * times both on the size's first calls and every rank takes the one the fastest rank's time of each call favours
@@ -251,26 +255,7 @@ static const char *state_tuning(void) {
                "],\"points\":[]}");
 }
 
-/* The algo column of an shm bench following state_tuning, sizes 8 B to 32 KiB (x64), every element checked; 20
- * warm-up calls per size, so a size's probe calls (3 x 2 at these predicted times) are over before the timed one. */
-static void state_algos(const char *env, char *out, size_t n) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "BATON_TUNING=%s %s %s run -n 2 -- %s bench allreduce --csv --algo auto,ring -b 8 -e 32K -f 64 -c 1 -w 20 -n 1 "
-             "--min-time 0 --transport shm 2>&1",
-             state_tuning(), env, th_baton(), th_baton());
-    char *o = must_run(cmd, 60);
-    out[0] = 0;
-    const long sizes[] = {8, 512, 32768};
-    for (int i = 0; i < 3; i++) {
-        const char *algo = rows(o, sizes[i], "auto", "direct") == 1 ? "direct"
-                           : rows(o, sizes[i], "auto", "ring") == 1 ? "ring"
-                           : rows(o, sizes[i], "auto", "rd") == 1   ? "rd"
-                                                                    : "?";
-        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? "," : "", algo);
-    }
-    free(o);
-}
+static void state_algos(const char *env, char *out, size_t n) { auto_algos(state_tuning(), "shm", 20, env, out, n); }
 
 /* After the first auto all-reduce, every rank times 8-byte direct all-reduces and all take the slowest rank's
  * median; outside 1.6x of the calibration's prediction for it (the machine in another state than when it was

@@ -440,9 +440,9 @@ TEST(bf16_fused_bias_changes_no_bit) {
     baton_gpt_free(g);
 }
 
-/* Weights given to oneDNN in the layout its primitive picks (packed by a reorder once per step and orientation)
- * against plain bf16 copies: the same rounding of the same values, so a whole GPT step gives the same bits. */
-TEST(bf16_packed_weights_change_no_bit) {
+/* A bf16 GPT step (small_bf16_gpt) with the test knob *off set, then cleared: the loss and every gradient must be
+ * the same bits. */
+static void bf16_step_same_bits_with_knob_off(int *off) {
     baton_gpt *g = small_bf16_gpt();
     if (!g) return;
     size_t np = 0;
@@ -450,9 +450,9 @@ TEST(bf16_packed_weights_change_no_bit) {
     float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), la, lb;
     size_t na, nb;
     ASSERT_TRUE(ga && gb);
-    g_wpack_off = 1;
+    *off = 1;
     gpt_step_bf16(g, 0, 0, 0, &la, ga, &na);
-    g_wpack_off = 0;
+    *off = 0;
     gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);
     ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la));
     ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)));
@@ -461,26 +461,17 @@ TEST(bf16_packed_weights_change_no_bit) {
     baton_gpt_free(g);
 }
 
+/* Weights given to oneDNN in the layout its primitive picks (packed by a reorder once per step and orientation)
+ * against plain bf16 copies: the same rounding of the same values, so a whole GPT step gives the same bits. */
+TEST(bf16_packed_weights_change_no_bit) {
+    bf16_step_same_bits_with_knob_off(&g_wpack_off);
+}
+
 /* The GELU layers' backward under bf16 products computes the bias gradient in the pass that multiplies by GELU's
  * derivative and rounds (baton__gelu_grad_colsum): the same bits as that pass followed by baton__colsum. Nonzero
  * biases, a 2-layer GPT step, loss and every gradient. */
 TEST(bf16_gelu_bias_gradient_in_one_pass_changes_no_bit) {
-    baton_gpt *g = small_bf16_gpt();
-    if (!g) return;
-    size_t np = 0;
-    for (int i = 0; i < baton_params_count(baton_gpt_params(g)); i++) np += baton_params_tensor(baton_gpt_params(g), i)->n;
-    float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float)), la, lb;
-    size_t na, nb;
-    ASSERT_TRUE(ga && gb);
-    g_colsum_off = 1;
-    gpt_step_bf16(g, 0, 0, 0, &la, ga, &na);
-    g_colsum_off = 0;
-    gpt_step_bf16(g, 0, 0, 0, &lb, gb, &nb);
-    ASSERT_TRUE(isfinite(la) && !memcmp(&la, &lb, sizeof la));
-    ASSERT_TRUE(!memcmp(ga, gb, np * sizeof(float)));
-    free(ga);
-    free(gb);
-    baton_gpt_free(g);
+    bf16_step_same_bits_with_knob_off(&g_colsum_off);
 }
 
 /* The kernel alone: rows not a multiple of four, one and several column blocks (threads), beta 0 and 1, against the
