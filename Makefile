@@ -184,13 +184,13 @@ ifeq ($(TORCH_EXT),1)
 PY_OUT   += $(BUILD)/python/baton/torch/_work$(PY_EXT)
 all: $(BUILD)/python/baton/torch/_work$(PY_EXT)
 endif
-$(BUILD)/python/baton/torch/_work$(PY_EXT): python/baton/torch/_work.cpp python/baton_capi.h
+$(BUILD)/python/baton/torch/_work$(PY_EXT): python/baton/torch/_work.cpp python/baton_capi.h include/baton/comm.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 $(OPT) -g -Wall -Wextra $(WERROR) -fPIC -shared -fvisibility=hidden \
 	  -DPYBIND11_COMPILER_TYPE='"_gcc"' -DPYBIND11_STDLIB='"_libstdcpp"' \
 	  -DPYBIND11_BUILD_ABI='"'"$$($(PY) -c 'import torch; print(torch._C._PYBIND11_BUILD_ABI)' 2>/dev/null)"'"' \
 	  -isystem $(TORCH_DIR)/include -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(PY_INC) \
-	  -Ipython -o $@ $< -L$(TORCH_DIR)/lib -ltorch_python -ltorch -ltorch_cpu -lc10
+	  -Iinclude -Ipython -o $@ $< -L$(TORCH_DIR)/lib -ltorch_python -ltorch -ltorch_cpu -lc10
 
 $(BUILD)/python/%.py: python/%.py
 	@mkdir -p $(dir $@)

@@ -37,9 +37,17 @@ static PyObject *s_is_cpu, *s_is_contiguous, *s_dtype, *s_data_ptr, *s_numel;
 
 /* ---- errors ---- */
 
-static PyObject *raise_status(int rc, const char *what) {
+/* "what: reason: detail" for status rc on this thread: baton.Error's message (and the C++ work layer's, through
+ * the capsule below). */
+static void status_message(int rc, const char *what, char *out, size_t len) {
     const char *detail = baton_last_error();
-    PyObject *msg = PyUnicode_FromFormat("%s: %s%s%s", what, baton_strerror(rc), detail[0] ? ": " : "", detail);
+    snprintf(out, len, "%s: %s%s%s", what, baton_strerror(rc), detail[0] ? ": " : "", detail);
+}
+
+static PyObject *raise_status(int rc, const char *what) {
+    char text[2048];
+    status_message(rc, what, text, sizeof text);
+    PyObject *msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
     if (!msg) return NULL;
     PyObject *exc = PyObject_CallOneArg(g_error, msg);
     Py_DECREF(msg);
@@ -838,8 +846,9 @@ static int capi_allreduce_start(void *buf, size_t count, int dtype, int op, void
 static int capi_wait(void *work) { return baton_wait((baton_work *)work); }
 
 static void capi_describe(int rc, const char *what, char *out, size_t len) {
-    const char *detail = baton_last_error();
-    snprintf(out, len, "%s: %s%s%s [%s]", what, baton_strerror(rc), detail[0] ? ": " : "", detail, baton_status_name(rc));
+    status_message(rc, what, out, len);
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, " [%s]", baton_status_name(rc));
 }
 
 static const baton_capi g_capi = {BATON_CAPI_VERSION, capi_allreduce_start, capi_wait, capi_describe};

@@ -194,29 +194,35 @@ static prim_entry *prim_get(int ta, int tb, int m, int n, int k, int lda, int ld
     return e;
 }
 
-/* beta is part of the primitive (the sum post-op's scale); the ops pass only 0 and 1. bias (NULL or n floats) is
- * added to every row of the f32 accumulator before the store (one f32 addition per element, as a separate pass
- * over c would do: the same bits, without reading and writing c again). cbf: c is bf16 (the f32 result rounded to
- * nearest even at the store, as baton__to_bf16 would round it), else f32. */
+/* A buffer that only grows: p if it holds bytes (*cap), else a new 64-byte-aligned one (p freed, *cap updated; out
+ * of memory aborts naming what). The tape's operand scratch, the per-thread oneDNN scratchpad and packed weights. */
+static void *grown(void *p, size_t *cap, size_t bytes, const char *what) {
+    if (bytes <= *cap) return p;
+    free(p);
+    p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) {
+        fprintf(stderr, "baton: out of memory for %s (%zu bytes)\n", what, bytes);
+        abort();
+    }
+    *cap = bytes;
+    return p;
+}
+
 static _Thread_local struct {
     void *p;
     size_t cap;
 } t_scratch;
 
+/* beta is part of the primitive (the sum post-op's scale); the ops pass only 0 and 1. bias (NULL or n floats) is
+ * added to every row of the f32 accumulator before the store (one f32 addition per element, as a separate pass
+ * over c would do: the same bits, without reading and writing c again). cbf: c is bf16 (the f32 result rounded to
+ * nearest even at the store, as baton__to_bf16 would round it), else f32. */
 static void bf16_exec(prim_entry *e, const uint16_t *a, const void *b, void *c, const float *bias) {
     int m = e->m, n = e->n, k = e->k;
     /* The scratchpad is the caller's (a per-thread buffer that only grows): in oneDNN's default mode the library
      * allocates it at every execution and frees it after, and the GPT step page-faulted about 46 MB of fresh
      * scratchpad per step (11,500 faults, perf: about 20 % of the bf16 step's samples in the kernel). */
-    if (e->scratch > t_scratch.cap) {
-        free(t_scratch.p);
-        t_scratch.p = aligned_alloc(64, (e->scratch + 63) & ~(size_t)63);
-        t_scratch.cap = t_scratch.p ? e->scratch : 0;
-        if (!t_scratch.p) {
-            fprintf(stderr, "baton: out of memory for a %zu-byte oneDNN scratchpad\n", e->scratch);
-            abort();
-        }
-    }
+    t_scratch.p = grown(t_scratch.p, &t_scratch.cap, e->scratch, "a oneDNN scratchpad");
     dn->dnnl_memory_set_data_handle(e->ma, (void *)a);
     dn->dnnl_memory_set_data_handle(e->mb, (void *)b);
     dn->dnnl_memory_set_data_handle(e->mc, c);
@@ -350,16 +356,8 @@ void baton__bmm_bf16(const baton__bmm *s, const uint16_t *a, const uint16_t *b, 
 
 /* ---- scratch and the per-tape weight cache ------------------------------------------------------------------ */
 static uint16_t *scratch_get(baton_tape *t, int which, size_t n) {
-    if (t->bf16_scratch_cap[which] < n) {
-        free(t->bf16_scratch[which]);
-        t->bf16_scratch[which] = malloc(n * sizeof(uint16_t));
-        if (!t->bf16_scratch[which]) {
-            fprintf(stderr, "baton: out of memory for %zu bf16 values\n", n);
-            abort();
-        }
-        t->bf16_scratch_cap[which] = n;
-    }
-    return t->bf16_scratch[which];
+    return t->bf16_scratch[which] = grown(t->bf16_scratch[which], &t->bf16_scratch_cap[which], n * sizeof(uint16_t),
+                                          "bf16 operand values");
 }
 
 /* The bf16 copy of parameter p's data, converted at its first use since the tape's last reset. */
@@ -427,15 +425,10 @@ static const void *weight_packed(baton_tape *t, int p, const float *b, int tb, i
     if (same && s->stamp == t->stamp && s->from == b) return s->buf;
     if (!same) {
         wpack_clear(s);
-        size_t need = dn->dnnl_memory_desc_get_size(&e->wmd);
-        if (need > s->cap) {
-            free(s->buf);
-            s->buf = aligned_alloc(64, (need + 63) & ~(size_t)63);
-            s->cap = s->buf ? need : 0;
-        }
+        s->buf = grown(s->buf, &s->cap, dn->dnnl_memory_desc_get_size(&e->wmd), "a packed weight");
         dnnl_memory_desc_t src_md;
         dnnl_primitive_desc_t pd = NULL;
-        int ok = s->buf && !md2(&src_md, e->k, e->n, tb, ldb, dnnl_f32) &&
+        int ok = !md2(&src_md, e->k, e->n, tb, ldb, dnnl_f32) &&
                  dn->dnnl_reorder_primitive_desc_create(&pd, &src_md, g_dnnl.engine, &e->wmd, g_dnnl.engine, NULL) ==
                      dnnl_success &&
                  dn->dnnl_primitive_create(&s->reorder, pd) == dnnl_success &&

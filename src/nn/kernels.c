@@ -72,12 +72,19 @@ HOT static void colsum_cols(float *db, const float *g, int m, int n, int j0, int
  * allow, not 64 columns: a thread then walks long runs of each row, which the hardware prefetches; with 64
  * columns (256 bytes of a 1.5-6 KB row) it missed the cache on every row, 2-3x slower on the GPT's gradients
  * (4096 rows, 384-1536 columns, 2 threads; docs/gpt.md). */
-void baton__colsum(float *db, const float *g, int m, int n, float beta) {
-    enum { CB_MIN = 64 };
-    if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
-    int par = (size_t)m * n >= BATON__PAR_MIN && n > CB_MIN, nt = par ? omp_get_max_threads() : 1;
+enum { COLSUM_CB_MIN = 64 };
+/* The column blocks of baton__colsum (and of baton__gelu_grad_colsum, which must sum in the same order): their
+ * width, and *par: whether they run on several threads. */
+static int colsum_block(int m, int n, int *par) {
+    *par = (size_t)m * n >= BATON__PAR_MIN && n > COLSUM_CB_MIN;
+    int nt = *par ? omp_get_max_threads() : 1;
     int cb = ((n + nt - 1) / nt + 15) / 16 * 16;   /* whole 64-byte lines per block */
-    if (cb < CB_MIN) cb = CB_MIN;
+    return cb < COLSUM_CB_MIN ? COLSUM_CB_MIN : cb;
+}
+
+void baton__colsum(float *db, const float *g, int m, int n, float beta) {
+    if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
+    int par, cb = colsum_block(m, n, &par);
 #pragma omp parallel for schedule(static) if (par)
     for (int j0 = 0; j0 < n; j0 += cb) colsum_cols(db, g, m, n, j0, n - j0 < cb ? n : j0 + cb);
 }
@@ -87,11 +94,8 @@ void baton__colsum(float *db, const float *g, int m, int n, float beta) {
  * act_backward_inplace's multiply and rounding followed by baton__colsum (the same column blocks, each column's rows
  * in the same order, four at a time), with g read once instead of twice (25 MB per layer of the 6 x 384 GPT). */
 HOT void baton__gelu_grad_colsum(float *g, const float *dg, uint16_t *bf, float *db, int m, int n, float beta) {
-    enum { CB_MIN = 64 };
     if (beta == 0.0f) memset(db, 0, (size_t)n * sizeof(float));
-    int par = (size_t)m * n >= BATON__PAR_MIN && n > CB_MIN, nt = par ? omp_get_max_threads() : 1;
-    int cb = ((n + nt - 1) / nt + 15) / 16 * 16;   /* as baton__colsum's */
-    if (cb < CB_MIN) cb = CB_MIN;
+    int par, cb = colsum_block(m, n, &par);
 #pragma omp parallel for schedule(static) if (par)
     for (int j0 = 0; j0 < n; j0 += cb) {
         int j1 = n - j0 < cb ? n : j0 + cb;

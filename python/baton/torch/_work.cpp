@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/comm.h"  // the dtype names only: the library is called through the capsule
 #include "baton_capi.h"
 
 namespace py = pybind11;
@@ -108,12 +109,12 @@ Completer *g_completer = nullptr;  // never freed: the detached thread uses it u
 
 int baton_dtype_of(const at::Tensor &t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return 0;     // BATON_F32
-    case at::kDouble: return 1;    // BATON_F64
-    case at::kHalf: return 2;      // BATON_F16
-    case at::kBFloat16: return 3;  // BATON_BF16
-    case at::kInt: return 4;       // BATON_I32
-    case at::kLong: return 5;      // BATON_I64
+    case at::kFloat: return BATON_F32;
+    case at::kDouble: return BATON_F64;
+    case at::kHalf: return BATON_F16;
+    case at::kBFloat16: return BATON_BF16;
+    case at::kInt: return BATON_I32;
+    case at::kLong: return BATON_I64;
     default: return -1;
   }
 }
