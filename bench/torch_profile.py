@@ -16,7 +16,9 @@ ceiling for any data-parallel way on these cores). Rank 0 prints one JSON line o
          the all-reduces), inner (the wrapped optimizer's own step), starts_ms (when in backward each bucket
          started, ms after backward began; bwd is when backward ended)
   baton: pg_calls (all-reduce calls a step), pg_ms (time inside ProcessGroupBaton.allreduce), done_ms (with
-         --done-times: when each bucket's all-reduce completed, ms after backward began)
+         --done-times: when each bucket's all-reduce completed, ms after backward began). With the C++ front
+         (BATON_TORCH_GROUP=auto, the default) DDP's steady-state all-reduces never reach the Python group, so
+         pg_* count only the calls handed to it (0 a step); BATON_TORCH_GROUP=python times the Python route
   gloo/baton: ddp (DDP's own sampled timers, ms: forward, backward compute, backward comm, overlap)
   --all-ranks: every rank prints its line (with "cpu", the CPUs it is bound to), to see the ranks' skew.
   --timeline PREFIX (modes baton and hvd): every rank writes PREFIX.RANK, one JSON line per timed step with

@@ -13,6 +13,8 @@ tensor within 1e-5 of its RMS (16-bit compression: within 2e-2):
               the first asynchronous and the last inline every step, with gloo's parameters
   BATON_TORCH_WORK: DDP's asynchronous all-reduces return the C++ work layer's Work when it is built (and not
               turned off), the Python _Work otherwise; async all_reduce's work, future and result, 4 dtypes
+  BATON_TORCH_GROUP: with the C++ layer, torch's group is its C++ front, which runs DDP's steady-state
+              all-reduces itself (counted) with gloo's parameters; a reused tensor's calls 2-4 go through it
 Also the Horovod helpers: broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather with
 unequal first dimensions, allreduce with Average/Sum, synchronize/poll, skip_synchronize, zero_grad refusal.
 Prints "CHECKS n FAILED m" last.
@@ -159,7 +161,8 @@ compare(mg, ref, "DDP over gloo against one process")
 # ---- DDP's buckets attached to baton (zero-copy; by default only from 1 MiB, here from 0 bytes) ----
 from baton.torch import c10d  # noqa: E402
 
-pg = dist.group.WORLD
+front = dist.group.WORLD  # the C++ front (baton/torch/_work.cpp's Group) when it is in use, else the Python group
+pg = c10d.python_group(front)
 pg._attach_min = 0
 n_attached = len(c10d._attached)
 mz = ddp_run(None)
@@ -235,12 +238,16 @@ check(not any(got), "_StepEnd on never-repeated tensors: nothing ends a step")
 calls = []
 saved_inline, saved_first = (pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES
 pg._inline, pg._step_end, dist._DEFAULT_FIRST_BUCKET_BYTES = False, c10d._StepEnd(), 512
+if front is not pg:
+    front._fast = pg._fast_ok()  # what c10d._create does: the inline modes decide every call in Python
 orig_run, orig_async = pg._inline_run, pg._allreduce_async
 pg._inline_run = lambda tensors, result, run: (calls.append(("inline", tensors[0].data_ptr())), orig_run(tensors, result, run))[1]
 pg._allreduce_async = lambda tensors, op: (calls.append(("async", tensors[0].data_ptr())), orig_async(tensors, op))[1]
 compare(ddp_run(None, bucket_cap_mb=1.0 / 1024), mg, "BATON_TORCH_INLINE=last: DDP over baton (2 buckets) against DDP over gloo")
 del pg._inline_run, pg._allreduce_async
 (pg._inline, pg._step_end), dist._DEFAULT_FIRST_BUCKET_BYTES = saved_inline, saved_first
+if front is not pg:
+    front._fast = pg._fast_ok()
 tail = [c[0] for c in calls[-4:]]
 check(tail == ["async", "inline", "async", "inline"] and calls[-1][1] == calls[-3][1] != calls[-2][1],
       "BATON_TORCH_INLINE=last: the last two steps' all-reduces were %s" % calls[-4:])
@@ -253,15 +260,62 @@ import os  # noqa: E402
 work_env = os.environ.get("BATON_TORCH_WORK", "auto")
 want_cpp = work_env != "python" and importlib.util.find_spec("baton.torch._work") is not None
 check((pg._work is not None) == want_cpp, "BATON_TORCH_WORK=%s: the C++ work layer is used: %s" % (work_env, want_cpp))
+# The C++ front (BATON_TORCH_GROUP, default auto): with the C++ work layer, torch holds a C++ group that runs a
+# settled tensor's all-reduce itself and hands the rest to the Python group; DDP's steady-state buckets go through
+# it with the same parameters as gloo's. Without the front (or in an inline mode) every call reaches the Python group.
+group_env = os.environ.get("BATON_TORCH_GROUP", "auto")
+want_front = want_cpp and group_env != "python"
+check((front is not pg) == want_front, "BATON_TORCH_GROUP=%s: the C++ front is the group: %s" % (group_env, want_front))
+check(front is pg or front._fast == pg._fast_ok(), "the front runs all-reduces itself exactly when not inline")
 kinds = []
+calls0 = front._calls() if want_front else (0, 0)
 orig_async = pg._allreduce_async
 pg._allreduce_async = lambda tensors, op: (lambda w: (kinds.append(isinstance(w, c10d._Work)), w)[1])(orig_async(tensors, op))
 compare(ddp_run(None, bucket_cap_mb=1.0 / 1024), mg, "BATON_TORCH_WORK=%s: DDP over baton (2 buckets) against DDP over gloo"
         % work_env)
 del pg._allreduce_async
-check(len(kinds) >= STEPS and all(k != want_cpp for k in kinds) if not pg._inline else kinds == [],
-      "BATON_TORCH_WORK=%s: DDP's all-reduces returned %s (Python _Work: %s)" % (work_env, "C++ Work" if want_cpp
-                                                                                else "Python _Work", kinds))
+fast = front._calls()[0] - calls0[0] if want_front else 0
+if want_front and not front._fast:  # an inline mode: every call decided in Python
+    check(fast == 0, "inline: the front ran no all-reduce itself (%d)" % fast)
+elif want_front:
+    # DDP rebuilds its buckets after step 1: steps 1 and 2 go through Python (new tensors), the rest through C++
+    check(fast >= STEPS - 2 and fast + len(kinds) >= STEPS and len(kinds) <= 4 and all(not k for k in kinds),
+          "the C++ front ran DDP's steady-state all-reduces: %d in C++, Python's returned %s" % (fast, kinds))
+elif pg._inline:
+    check(kinds == [], "inline: no asynchronous all-reduce (%s)" % kinds)
+else:
+    check(len(kinds) >= STEPS and all(k != want_cpp for k in kinds),
+          "BATON_TORCH_WORK=%s: DDP's all-reduces returned %s (Python _Work: %s)" % (work_env, "C++ Work" if want_cpp
+                                                                                    else "Python _Work", kinds))
+# a tensor the front runs: the same sums (f32 and int64, SUM and MAX) through the front as through Python
+for dt, op, want_of in ((torch.float32, dist.ReduceOp.SUM, lambda r: W * (W + 1) // 2),
+                        (torch.int64, dist.ReduceOp.MAX, lambda r: W)):
+    t = torch.zeros(5000, dtype=dt)
+    before = front._calls() if want_front else (0, 0)
+    for i in range(4):
+        t.fill_(R + 1)
+        w = dist.all_reduce(t, op=op, async_op=i % 2 == 1)
+        if w is not None:
+            w.wait()
+        check(torch.equal(t, torch.full((5000,), want_of(R), dtype=dt)), "all_reduce #%d of one %s tensor" % (i, dt))
+    if want_front and front._fast:
+        got = front._calls()
+        check(got[0] - before[0] == 3 and got[1] - before[1] == 1, "the front took calls 2-4 of one tensor: %s -> %s"
+              % (before, got))
+if want_front:
+    saved = os.environ.get("BATON_TORCH_GROUP")
+    os.environ["BATON_TORCH_GROUP"] = "sometimes"
+    try:
+        c10d._group_front()
+        check(False, "BATON_TORCH_GROUP=sometimes was accepted")
+    except ValueError as e:
+        check("BATON_TORCH_GROUP='sometimes' must be auto or python" in str(e), "bad BATON_TORCH_GROUP: %s" % e)
+    os.environ["BATON_TORCH_GROUP"] = "python"
+    check(not c10d._group_front(), "BATON_TORCH_GROUP=python: no front")
+    if saved is None:
+        del os.environ["BATON_TORCH_GROUP"]
+    else:
+        os.environ["BATON_TORCH_GROUP"] = saved
 for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
     t = torch.full((3000,), R + 1, dtype=dt)
     w = dist.all_reduce(t, async_op=True)

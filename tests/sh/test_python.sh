@@ -61,6 +61,9 @@ if [ -f /usr/lib/python3/dist-packages/torch/include/torch/csrc/distributed/c10d
 fi
 BATON_TORCH_WORK=python run_checks "BATON_TORCH_WORK=python: DistributedOptimizer, DDP over baton and gloo" 2 120 \
     tests/python/check_torch.py
+# the C++ work layer behind the Python group, without the C++ front (BATON_TORCH_GROUP=python, the way before it)
+BATON_TORCH_GROUP=python run_checks "BATON_TORCH_GROUP=python: DistributedOptimizer, DDP over baton and gloo" 2 120 \
+    tests/python/check_torch.py
 
 # faults: MODE, extra env, the RAISED line expected from rank 0 (extended regex), longest acceptable seconds
 fault() {

@@ -8,17 +8,31 @@
 // the Python get_future() through torch's trampoline. Here the reducer calls getFuture() in C++, and the
 // completing thread waits for baton's work and marks the future complete without Python or the GIL.
 //
+// The group's front (Group below): the process group torch.distributed and DDP's reducer hold is a C++
+// c10d::ProcessGroup that owns the Python group (baton/torch/c10d.py's ProcessGroupBaton). A Python group is
+// reached through torch's pybind11 trampoline: every bucket all-reduce of DDP took the GIL, built Python
+// objects for the tensor list and the options and ran the Python method, about 0.1-0.2 ms a call of the
+// training thread inside a step (caches cold after the layers' matmuls). The front runs DDP's steady-state
+// all-reduce in C++ (a tensor seen before whose attach decision is made, contiguous CPU tensors, an op baton
+// has) and hands everything else to the Python group's methods, with the GIL: other collectives, the first
+// calls with each tensor (the Python group moves DDP's bucket into shared memory and attaches it there), the
+// inline modes.
+//
 // Built only when Debian's libtorch-dev headers are present (Makefile: TORCH_EXT); baton/torch/c10d.py falls
-// back to the Python route when the module is missing or BATON_TORCH_WORK=python.
+// back to the Python route when the module is missing or BATON_TORCH_WORK=python (BATON_TORCH_GROUP=python:
+// the C++ Work behind the Python group, without the front).
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "baton/comm.h"  // the dtype names only: the library is called through the capsule
@@ -119,7 +133,7 @@ int baton_dtype_of(const at::Tensor &t) {
   }
 }
 
-void bind(py::capsule capi) {
+void bind_capi(py::capsule capi) {
   auto *p = static_cast<const baton_capi *>(capi.get_pointer());
   if (capi.name() == nullptr || std::string(capi.name()) != BATON_CAPI_NAME || p->version != BATON_CAPI_VERSION)
     throw std::runtime_error("baton.torch._work: baton._baton's capsule is from another version; rebuild the package");
@@ -127,47 +141,171 @@ void bind(py::capsule capi) {
   if (!g_completer) g_completer = new Completer();
 }
 
-// In-place asynchronous all-reduce of each (contiguous CPU) tensor, as one Work. Raises ValueError for a tensor it
-// cannot take (the caller checks first, so that is a bug) and baton.Error's message as RuntimeError when a start
-// fails; a failure while running completes the Work (and its future) with the error.
-c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> tensors, int op) {
-  if (!g_capi) throw std::runtime_error("baton.torch._work: bind() was not called");
-  for (const auto &t : tensors) {
-    if (!t.device().is_cpu() || !t.is_contiguous() || baton_dtype_of(t) < 0)
-      throw py::value_error("baton.torch._work.allreduce: tensors must be contiguous CPU tensors of f32, f64, f16, "
-                            "bf16, int32 or int64");
-  }
+bool takes(const at::Tensor &t) { return t.device().is_cpu() && t.is_contiguous() && baton_dtype_of(t) >= 0; }
+
+// In-place asynchronous all-reduce of each tensor (takes() them all), as one Work; call it without the GIL. A
+// start failure completes the Work with baton's message at once; a failure while running completes it later.
+c10::intrusive_ptr<c10d::Work> start_allreduce(const std::vector<at::Tensor> &tensors, int op) {
   auto work = c10::make_intrusive<BatonWork>(tensors);
   Pending p;
   p.work = work;
-  {
-    py::gil_scoped_release nogil;
-    for (auto &t : tensors) {
-      void *w = nullptr;
-      int rc = g_capi->allreduce_start(t.data_ptr(), static_cast<size_t>(t.numel()), baton_dtype_of(t), op, &w);
-      if (rc < 0) {
-        char msg[512];
-        g_capi->describe(rc, "baton: asynchronous all-reduce", msg, sizeof msg);
-        p.error = msg;
-        break;
-      }
-      p.works.push_back(w);
+  for (const auto &t : tensors) {
+    void *w = nullptr;
+    int rc = g_capi->allreduce_start(t.data_ptr(), static_cast<size_t>(t.numel()), baton_dtype_of(t), op, &w);
+    if (rc < 0) {
+      char msg[512];
+      g_capi->describe(rc, "baton: asynchronous all-reduce", msg, sizeof msg);
+      p.error = msg;
+      break;
     }
-    if (p.works.empty() && !p.error.empty()) {
-      work->complete(p.error);
-      return work;
-    }
-    g_completer->push(std::move(p));
+    p.works.push_back(w);
   }
+  if (p.works.empty() && !p.error.empty()) {
+    work->complete(p.error);
+    return work;
+  }
+  g_completer->push(std::move(p));
   return work;
 }
+
+// In-place asynchronous all-reduce of each (contiguous CPU) tensor, as one Work (the Python group's route). Raises
+// ValueError for a tensor it cannot take (the caller checks first, so that is a bug); see start_allreduce.
+c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> tensors, int op) {
+  if (!g_capi) throw std::runtime_error("baton.torch._work: bind() was not called");
+  for (const auto &t : tensors) {
+    if (!takes(t))
+      throw py::value_error("baton.torch._work.allreduce: tensors must be contiguous CPU tensors of f32, f64, f16, "
+                            "bf16, int32 or int64");
+  }
+  py::gil_scoped_release nogil;
+  return start_allreduce(tensors, op);
+}
+
+// baton's op for a torch ReduceOp, or -1 (the Python group then says what it supports).
+int baton_op_of(const c10d::ReduceOp &op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return BATON_SUM;
+    case c10d::ReduceOp::AVG: return BATON_AVG;
+    case c10d::ReduceOp::PRODUCT: return BATON_PROD;
+    case c10d::ReduceOp::MIN: return BATON_MIN;
+    case c10d::ReduceOp::MAX: return BATON_MAX;
+    default: return -1;
+  }
+}
+
+// The process group torch holds (see the top of the file). The Python group decides, on a tensor's first calls,
+// whether its storage is attached; once it says a tensor is settled (c10d.ProcessGroupBaton._settled) the front
+// all-reduces that tensor itself. Tensors are known by their TensorImpl, checked alive through a weak pointer (a
+// freed tensor's address may come back as another tensor, which is then unknown again).
+class Group : public c10d::ProcessGroup {
+ public:
+  Group(int rank, int size, py::object group) : c10d::ProcessGroup(rank, size), py_(group.release().ptr()) {}
+  // py_ is never released: the group may be destroyed after the interpreter (torch keeps it in C++ structures).
+
+  const std::string getBackendName() const override { return "baton"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
+                                           const c10d::AllreduceOptions &opts) override {
+    int op = baton_op_of(opts.reduceOp);
+    if (fast_.load(std::memory_order_relaxed) && op >= 0 && !tensors.empty() && settled_all(tensors)) {
+      fast_calls_.fetch_add(1, std::memory_order_relaxed);
+      if (PyGILState_Check()) {  // from Python (dist.all_reduce releases the GIL first; a direct call may not)
+        py::gil_scoped_release nogil;
+        return start_allreduce(tensors, op);
+      }
+      return start_allreduce(tensors, op);
+    }
+    py::gil_scoped_acquire gil;
+    python_calls_.fetch_add(1, std::memory_order_relaxed);
+    py::handle g(py_);
+    auto work = g.attr("allreduce")(tensors, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+    if (op >= 0) {
+      py::object settled = g.attr("_settled");
+      for (const auto &t : tensors)
+        if (takes(t) && settled(t).cast<bool>()) remember(t);
+    }
+    return work;
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
+                                           const c10d::BroadcastOptions &opts) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("broadcast")(tensors, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &out, std::vector<at::Tensor> &in,
+                                           const c10d::AllgatherOptions &opts) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("allgather")(out, in, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &out, std::vector<std::vector<at::Tensor>> &in,
+                                                const c10d::ReduceScatterOptions &opts) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("reduce_scatter")(out, in, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("barrier")(opts).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("send")(tensors, dst, tag).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr("recv")(tensors, src, tag).cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+
+  py::object python() const { return py::reinterpret_borrow<py::object>(py_); }
+  bool fast() const { return fast_.load(); }
+  void set_fast(bool on) { fast_.store(on); }
+  py::tuple calls() const { return py::make_tuple(fast_calls_.load(), python_calls_.load()); }
+
+ private:
+  bool settled_all(const std::vector<at::Tensor> &tensors) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto &t : tensors) {
+      if (!takes(t)) return false;
+      auto it = settled_.find(t.unsafeGetTensorImpl());
+      if (it == settled_.end() || it->second.expired()) return false;
+    }
+    return true;
+  }
+
+  void remember(const at::Tensor &t) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (settled_.size() >= sweep_at_) {  // forget tensors that are gone; grow the bound with what stays
+      for (auto it = settled_.begin(); it != settled_.end();) it = it->second.expired() ? settled_.erase(it) : ++it;
+      sweep_at_ = 2 * settled_.size() + 64;
+    }
+    settled_.insert_or_assign(t.unsafeGetTensorImpl(), c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()));
+  }
+
+  PyObject *py_;  // the Python group (a strong reference, never dropped)
+  std::atomic<bool> fast_{true};
+  std::atomic<uint64_t> fast_calls_{0}, python_calls_{0};
+  std::mutex mu_;
+  std::unordered_map<c10::TensorImpl *, c10::weak_intrusive_ptr<c10::TensorImpl>> settled_;
+  size_t sweep_at_ = 64;
+};
 
 }  // namespace
 
 PYBIND11_MODULE(_work, m) {
   m.doc() = "baton.torch's C++ work layer for the torch.distributed backend (see baton/torch/c10d.py)";
   py::module::import("torch.distributed");  // registers c10d.Work with pybind11 before we return one
-  m.def("bind", &bind, "bind(baton._baton._capi): the C functions to run on");
+  m.def("bind", &bind_capi, "bind(baton._baton._capi): the C functions to run on");
   m.def("allreduce", &allreduce, py::arg("tensors"), py::arg("op"),
         "allreduce(tensors, op) -> torch.distributed Work: in-place asynchronous all-reduce, completed in C++");
+  py::class_<Group, c10d::ProcessGroup, c10::intrusive_ptr<Group>>(
+      m, "Group", "the C++ front of the baton process group: DDP's steady-state all-reduces in C++, the rest in the "
+                  "Python group it owns (see baton/torch/c10d.py)")
+      .def(py::init([](int rank, int size, py::object group) {
+             if (!g_capi) throw std::runtime_error("baton.torch._work: bind() was not called");
+             return c10::make_intrusive<Group>(rank, size, std::move(group));
+           }),
+           py::arg("rank"), py::arg("size"), py::arg("group"))
+      .def_property_readonly("_python", &Group::python, "the Python group (c10d.ProcessGroupBaton) behind the front")
+      .def_property("_fast", &Group::fast, &Group::set_fast,
+                    "whether settled all-reduces run in C++ (False: every call goes to the Python group)")
+      .def("_calls", &Group::calls, "(all-reduces run by the front, all-reduces handed to the Python group)");
 }

@@ -26,6 +26,13 @@ all-reduce that ends a step (_StepEnd): DDP's reducer waits for that one as soon
 has nothing to overlap and the hand-offs (comm thread, waiter thread, GIL, the reducer's wake-up) are pure
 latency; the earlier buckets stay asynchronous and overlap backward.
 
+The C++ front (BATON_TORCH_GROUP=auto, the default with the C++ work layer): torch and DDP's reducer hold a C++
+ProcessGroup (baton/torch/_work.cpp's Group) that owns this Python group. It runs an all-reduce itself, with no
+Python and no GIL, once every tensor in it was seen here and _settled says nothing is left to decide (the
+attach below); everything else (other collectives, a tensor's first calls, the inline modes) it hands to this
+group's methods. python_group(group) gives this group behind a front. BATON_TORCH_GROUP=python: this group is
+the process group (torch's trampoline calls its methods), the way before the front.
+
 Zero-copy buckets: DDP allocates its gradient buckets itself (private memory), so baton would read the peer's
 bucket with process_vm_readv (cross-memory attach). The second time the same bucket tensor (the same Python
 object: DDP passes the same bucket every step) of at least BATON_TORCH_ATTACH_MIN bytes (default 1 MiB;
@@ -84,6 +91,19 @@ def _work_layer():
         return None
     _work.bind(_baton._capi)
     return _work
+
+
+def _group_front():
+    """Whether the C++ front (baton/torch/_work.cpp's Group) is the process group torch holds (BATON_TORCH_GROUP)."""
+    v = os.environ.get("BATON_TORCH_GROUP", "").strip().lower()
+    if v not in ("", "auto", "python"):
+        raise ValueError("BATON_TORCH_GROUP='%s' must be auto or python" % os.environ["BATON_TORCH_GROUP"])
+    return v != "python"
+
+
+def python_group(group):
+    """The Python ProcessGroupBaton of a baton group: the group itself, or the one behind its C++ front."""
+    return getattr(group, "_python", group)
 
 
 def _attach_min():
@@ -211,6 +231,21 @@ class ProcessGroupBaton(dist.ProcessGroup):
 
     def getBackendName(self):
         return "baton"
+
+    # ---- for the C++ front (baton/torch/_work.cpp's Group) ----
+    def _fast_ok(self):
+        """Whether the front may run settled all-reduces itself: not in the inline modes, which decide per call."""
+        return not self._inline and self._step_end is None
+
+    def _settled(self, t):
+        """True when later all-reduces of t need no decision here (the front then runs them in C++): t is below
+        the attach threshold, attaching is off or broken, or its attach was decided (attached, refused, detached)."""
+        if not t.is_contiguous():
+            return False
+        nbytes = t.numel() * t.element_size()
+        if self._attach_min is None or nbytes < max(self._attach_min, 1) or _attach_state["broken"]:
+            return True
+        return getattr(t, "_baton_attach", None) in ("attached", "refused", "detached")
 
     # ---- completion ----
     def _complete(self):
@@ -360,7 +395,12 @@ def _create(store, rank, size, timeout):
         raise ValueError("the baton backend serves the whole job: torch.distributed asked for rank %d of %d but "
                          "baton's launcher environment says rank %d of %d (subgroups are not supported)"
                          % (rank, size, baton.rank(), baton.size()))
-    return ProcessGroupBaton(rank, size)
+    pg = ProcessGroupBaton(rank, size)
+    if pg._work is None or not _group_front():
+        return pg
+    front = pg._work.Group(rank, size, pg)  # torch holds the C++ front; the Python group stays behind it
+    front._fast = pg._fast_ok()
+    return front
 
 
 if "BATON" not in dist.Backend._plugins:
