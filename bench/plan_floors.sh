@@ -13,7 +13,12 @@
 # iteration is 20 ms to 0.5 s there). The prediction check's jobs run from 4 B (the rows from 1 MiB are scored),
 # as the calibration's do; with more ranks than CPUs it runs ROUNDS passes over those shapes, one job of one
 # sweep per shape and pass, and takes each row's median over the passes (as `baton plan calibrate` measures
-# those shapes: what varies there is the job, docs/plan.md). Prints both tables, `within 25 %: N of M`,
+# those shapes: what varies there is the job, docs/plan.md). Since 2026-11-27 every job of both checks runs JOBS
+# times, in passes over the shapes (pass j: every shape's jobs in turn), except the auto check's jobs from 32 MiB
+# with more ranks than CPUs (one job), and each row is the median over the jobs: on this VM a job can draw a mode
+# that lasts for the job (shm 2 ranks, direct at 32 MiB: 3673-6439 us in four jobs back to back, ring 4486-4815),
+# so one job per cell scored whichever mode it drew; auto and every forced algorithm share every job, measured the
+# same way (docs/plan.md, "Per-job modes"). Prints both tables, `within 25 %: N of M`,
 # `auto within 5 %: N of M`, the load average before and after each part and the total time, and last one line per floor:
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
@@ -22,6 +27,7 @@
 #          both rounded to the nearest whole number of Williams designs of the job's algorithms since 2026-11-26 20:10 UTC:
 #          6 for 2 or 3 algorithms, 4 for auto,direct,ring,rd, so each algorithm runs first equally often;
 #          3 until 2026-11-26 15:00 UTC: a median of 3 single iterations from 32 MiB left same-algorithm pairs 1.06-1.3x apart),
+#          JOBS (3: jobs per shape and size range, each row the median over them; 1: one job, as until 2026-11-27),
 #          MAX (256M), RANKS_PRED ("2 4"), RANKS_AUTO ("2 3 4"), TRANSPORTS ("shm tcp"),
 #          PARTS ("pred auto": which checks to run), CAL (a calibration file to use instead of calibrating;
 #          for running the script in pieces, e.g. CAL=OUT/cal.json PARTS=auto TRANSPORTS=tcp RANKS_AUTO=3)
@@ -35,10 +41,12 @@ MAX=${MAX:-256M}
 RANKS_PRED=${RANKS_PRED:-"2 4"}
 RANKS_AUTO=${RANKS_AUTO:-"2 3 4"}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
+JOBS=${JOBS:-3}
 PARTS=${PARTS-"pred auto"}   # set but empty: refused below
 CAL=${CAL:-}
 case " $PARTS " in *" pred "*) do_pred=1 ;; *) do_pred=0 ;; esac
 case " $PARTS " in *" auto "*) do_auto=1 ;; *) do_auto=0 ;; esac
+case $JOBS in ''|*[!0-9]*|0) echo "JOBS='$JOBS': expected a positive whole number of jobs" >&2; exit 2 ;; esac
 for p in $PARTS; do
     case $p in pred|auto) ;; *) echo "PARTS='$PARTS': expected pred, auto or both" >&2; exit 2 ;; esac
 done
@@ -105,23 +113,22 @@ if [ $do_pred = 1 ]; then
     # Every job from 4 B to 16 MiB, as `baton plan calibrate` measures, and only the rows from 1 MiB scored (the
     # awk below): until 2026-11-26 17:40 UTC the jobs started at 1 MiB, so the check timed sizes after a history
     # the calibration never has (a fresh job's first size; with several sweeps 1 MiB right after 16 MiB), and on
-    # tcp that history moves a size by up to 2.3x (docs/plan.md). Up to as many ranks as CPUs: one job of ROUNDS
-    # sweeps per shape. More ranks than CPUs: ROUNDS passes over those shapes, one job of one sweep per shape and
-    # pass in the order of another round of the Williams design, each row the median over the passes (the python
-    # below), as the calibration measures them: there a job's draw, not its sweeps, is what varies
-    for tr in $TRANSPORTS; do
-        for k in $RANKS_PRED; do
-            [ "$k" -gt "$(nproc)" ] || bench "$tr" "$k" "$(algos_of "$tr")" "$(balanced "$(algos_of "$tr")" "$ROUNDS")" 4 16M 2 5
-        done
-    done
-    npass=0   # passes: a whole number of designs for every transport's algorithms (shm 3, tcp 2)
+    # tcp that history moves a size by up to 2.3x (docs/plan.md). Up to as many ranks as CPUs: JOBS jobs of ROUNDS
+    # sweeps per shape, one per pass (as the calibration since 2026-11-27). More ranks than CPUs: ROUNDS passes, one
+    # job of one sweep per shape and pass in the order of another round of the Williams design. Each row is the
+    # median over its jobs (the python below): there a job's draw, not its sweeps, is what varies
+    npass=$JOBS   # passes: JOBS, or the one-sweep jobs' whole designs (shm 6, tcp 6) if more
     for tr in $TRANSPORTS; do p=$(balanced "$(algos_of "$tr")" "$ROUNDS"); [ "$p" -gt $npass ] && npass=$p; done
     j=0
     while [ $j -lt $npass ]; do
         for tr in $TRANSPORTS; do
             for k in $RANKS_PRED; do
-                [ "$k" -gt "$(nproc)" ] && [ $j -lt "$(balanced "$(algos_of "$tr")" "$ROUNDS")" ] &&
-                    bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 4 16M 2 5
+                if [ "$k" -le "$(nproc)" ]; then
+                    [ $j -lt "$JOBS" ] && bench "$tr" "$k" "$(algos_of "$tr")" "$(balanced "$(algos_of "$tr")" "$ROUNDS")" 4 16M 2 5
+                else
+                    [ $j -lt "$(balanced "$(algos_of "$tr")" "$ROUNDS")" ] &&
+                        bench "$tr" "$k" "$(round_order "$(algos_of "$tr")" $j)" 1 4 16M 2 5
+                fi
             done
         done
         j=$((j + 1))
@@ -135,13 +142,19 @@ mv "$O/rows" "$O/pred_rows"
 export BATON_TUNING="$O/cal.json"
 : >"$O/rows"
 if [ $do_auto = 1 ]; then
-    for tr in $TRANSPORTS; do
-        for k in $RANKS_AUTO; do
-            L="auto,$(algos_of "$tr")"
-            bench "$tr" "$k" "$L" "$(balanced "$L" "$ROUNDS")" 8 "$(min "$maxb" 1048576)" 2 5
-            [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 2M "$(min "$maxb" 16777216)" 2 5
-            [ "$maxb" -ge 33554432 ] && bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 32M "$maxb" 1 1
+    j=0
+    while [ $j -lt "$JOBS" ]; do
+        for tr in $TRANSPORTS; do
+            for k in $RANKS_AUTO; do
+                L="auto,$(algos_of "$tr")"
+                bench "$tr" "$k" "$L" "$(balanced "$L" "$ROUNDS")" 8 "$(min "$maxb" 1048576)" 2 5
+                [ "$maxb" -ge 2097152 ] && bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 2M "$(min "$maxb" 16777216)" 2 5
+                # from 32 MiB with more ranks than CPUs: one job (as the calibration; 3 or 4 ranks at 256 MiB take 0.1-0.6 s a call)
+                [ "$maxb" -ge 33554432 ] && { [ "$k" -le "$(nproc)" ] || [ $j = 0 ]; } &&
+                    bench "$tr" "$k" "$L" "$(balanced "$L" "$BIG_ROUNDS")" 32M "$maxb" 1 1
+            done
         done
+        j=$((j + 1))
     done
     echo "auto check measured at $(elapsed) s, load after: $(load)"
 fi
@@ -154,7 +167,7 @@ pred_rows, auto_rows, cal, baton = sys.argv[1:5]
 do_pred, do_auto = sys.argv[5] == "1", sys.argv[6] == "1"
 verdicts = []
 def rows(path):
-    # a key measured by several jobs (more ranks than CPUs, prediction check): the median over the jobs
+    # a key measured by several jobs (JOBS, and the passes of one-sweep jobs with more ranks than CPUs): the median over the jobs
     runs = {}
     for line in open(path):
         tr, k, asked, used, b, us = line.split()

@@ -617,7 +617,7 @@ TEST_T(calibrate_measures_and_predicts_what_it_measured, 240) {
     refused(cmd, "--link");
 }
 
-/* The calibration th_tmpdir()/NAME holds npoints points, one per world size, algorithm and size. */
+/* The calibration th_tmpdir()/NAME holds npoints points, one per link, world size, algorithm and size. */
 static void expect_one_point_each(const char *name, int npoints) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", th_tmpdir(), name);
@@ -626,25 +626,50 @@ static void expect_one_point_each(const char *name, int npoints) {
     ASSERT_EQ_INT(t.npoints, npoints);
     for (int i = 0; i < t.npoints; i++)
         for (int j = i + 1; j < t.npoints; j++)
-            ASSERT_TRUE(t.points[i].ranks != t.points[j].ranks || t.points[i].algo != t.points[j].algo ||
-                        t.points[i].bytes != t.points[j].bytes);
+            ASSERT_TRUE(t.points[i].link != t.points[j].link || t.points[i].ranks != t.points[j].ranks ||
+                        t.points[i].algo != t.points[j].algo || t.points[i].bytes != t.points[j].bytes);
     baton__tuning_free(&t);
 }
 
-/* 2 ranks on 2 CPUs: one job of --rounds sweeps (a job of one sweep times every size before any bigger one ran
- * in it, which on tcp moves a size by up to 2.3x; jobs of one sweep measured tcp's ring at 32 MiB 4.5x slower
- * than its check; docs/plan.md), rounded to whole designs of ring,rd: 3 sweeps put ring first twice, 4 do not */
-TEST_T(calibrate_measures_two_ranks_in_one_job, 120) {
+/* No more ranks than CPUs (2 on 2), since 2026-11-27: --rounds jobs per shape, one per pass over the shapes (so a
+ * shape's jobs spread over the calibration and no one job's mode decides a point: docs/plan.md, "Per-job modes"),
+ * each job of --rounds sweeps in whole designs (a job of one sweep times every size before any bigger one ran in
+ * it, which on tcp moves a size by up to 2.3x), the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 16 and 32 B) in
+ * a job of their own in the same pass, each point the median over the jobs: one point per algorithm and size. */
+TEST_T(calibrate_measures_two_ranks_in_jobs_spread_over_passes, 200) {
     if (sysconf(_SC_NPROCESSORS_ONLN) != 2) return;
     char cmd[2048], *o = NULL;
-    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports tcp --max-bytes 16 --rounds 3 --out %s/j.json 2>&1", th_baton(),
-             th_tmpdir());
-    int rc = th_run(cmd, 100, &o, NULL);
+    snprintf(cmd, sizeof cmd,
+             "BATON_TEST_CAL_SPLIT=8 %s plan calibrate --ranks 2 --transports tcp,shm --max-bytes 32 --rounds 2 --out %s/j.json 2>&1",
+             th_baton(), th_tmpdir());
+    int rc = th_run(cmd, 180, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
-    ASSERT_CONTAINS(o, "tcp, 2 ranks, 4 rounds in one job (");
+    /* --rounds 2 in whole designs: 2 sweeps of ring,rd, 6 of direct,ring,rd; tcp's and shm's jobs in turn */
+    const char *prev = o;
+    for (int j = 1; j <= 2; j++) {
+        char s[128];
+        snprintf(s, sizeof s, "pass %d of 2, tcp, 2 ranks: one job of 2 sweeps", j);
+        const char *p = strstr(prev, s);
+        if (!p) th_fail(__FILE__, __LINE__, "no '%s' after the previous pass in: %s", s, o);
+        snprintf(s, sizeof s, "pass %d of 2, tcp, 2 ranks, sizes from 16 bytes: one job of 2 sweeps", j);
+        ASSERT_TRUE(strstr(p, s) != NULL);
+        snprintf(s, sizeof s, "pass %d of 2, shm, 2 ranks: one job of 6 sweeps", j);
+        prev = strstr(p, s);
+        if (!prev) th_fail(__FILE__, __LINE__, "no '%s' after tcp's pass %d in: %s", s, j, o);
+    }
+    ASSERT_TRUE(strstr(o, "pass 3 of") == NULL);
+    ASSERT_TRUE(strstr(o, "in one job") == NULL);
+    free(o);
+    expect_one_point_each("j.json", (2 + 3) * 4); /* ring, rd; direct, ring, rd at 4, 8, 16 and 32 B */
+    /* --rounds 1: one job, as before */
+    snprintf(cmd, sizeof cmd, "%s plan calibrate --ranks 2 --transports tcp --max-bytes 16 --rounds 1 --out %s/j1.json 2>&1", th_baton(),
+             th_tmpdir());
+    rc = th_run(cmd, 100, &o, NULL);
+    if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
+    ASSERT_CONTAINS(o, "tcp, 2 ranks, 2 rounds in one job (");
     ASSERT_TRUE(strstr(o, "pass ") == NULL);
     free(o);
-    expect_one_point_each("j.json", 2 * 3); /* ring and rd at 4, 8 and 16 B */
+    expect_one_point_each("j1.json", 2 * 3);
 }
 
 /* More ranks than CPUs: the sizes up to 16 MiB in --rounds passes over those shapes, one job of one sweep per

@@ -4,8 +4,11 @@
  * Calibration launches `baton run -n K -- baton bench allreduce --csv --algo A,B,C --rounds 1 --sweeps S
  * --transport T -f 2 -w 2 -n 5 --min-time 0.02` (the settings bench/plan_floors.sh measures with): every
  * algorithm the transport can run, each size run by each algorithm in turn, and each (algorithm, size) keeps
- * the median of its runs. Per shape (transport x world size) one job of S sweeps, except the sizes up to
- * 16 MiB of shapes with more ranks than CPUs, which are measured in S passes of one-sweep jobs (cal_group);
+ * the median of its runs. On one node every shape (transport x world size) is measured in passes over the
+ * shapes, so that a shape's jobs spread over the calibration's minutes (cal_group): a shape with no more ranks
+ * than CPUs runs one job of S sweeps of every size per pass, R passes, each point the median over its jobs;
+ * one with more ranks than CPUs runs its sizes up to 16 MiB in S passes of one-sweep jobs and its big sizes in
+ * one job of S sweeps. net: one job of S sweeps.
  * S is --rounds R rounded to whole Williams designs of the shape's algorithms (baton__whole_designs). */
 #include <errno.h>
 #include <math.h>
@@ -261,10 +264,21 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
  * 1.87x faster). Nor the big sizes (from 2 x CAL_SPLIT), one job of R sweeps per shape: in jobs of one warm-up
  * and one iteration tcp's ring took 85.7 ms at 32 MiB on 2 ranks, 4.5x its check's 19.1 ms, and auto took rd
  * from 32 MiB up where ring was 1.17-1.40x faster. */
+/* Shapes with no more ranks than CPUs (2 on 2 here), since 2026-11-27: every size, the big ones too, in R jobs of
+ * S sweeps (R = --rounds, S its whole designs), one job per pass, each point the median over the jobs (of each
+ * job's median over its sweeps). Until then one job of S sweeps decided every point of such a shape, and on this
+ * VM a job can draw a mode that lasts for the job: shm direct on 2 ranks at 32 MiB took 3673, 3891, 6439 and 5383
+ * us in four jobs back to back while ring stayed at 4486-4815 us, and the 2026-11-27 00:49 calibration's one job
+ * caught the fast mode, so auto took direct from 32 MiB where ring was 1.12-1.20x faster in the check's jobs; its
+ * tcp 2-rank job ran 1.4-1.8x faster than every check of that slot at every size from 8 B to 16 MiB
+ * (docs/plan.md, "Per-job modes"). A job of S sweeps, not of one: a one-sweep job times each size before any
+ * bigger one ran in it (above). */
 typedef struct {
     int link, ranks, nalgos;
-    int passes;    /* measured in passes (more ranks than CPUs on one node) */
-    int sweeps;    /* sweeps of its jobs, or its passes: --rounds in whole designs of its algorithms */
+    int passes;    /* 1: more ranks than CPUs, sizes up to CAL_SPLIT in passes of one-sweep jobs (big sizes one job);
+                    * 2: no more ranks than CPUs, every size in jobs of `sweeps` sweeps, one per pass; 0: one job */
+    int jobs;      /* passes it takes part in: `sweeps` (1) or --rounds (2) */
+    int sweeps;    /* sweeps of its jobs, or its passes (1): --rounds in whole designs of its algorithms */
     baton_algo algos[4];
     double *x, *t; /* the rows of every pass: bytes, seconds and the index in algos */
     int *a, n, cap;
@@ -368,7 +382,9 @@ int plan_cmd_calibrate(int argc, char **argv) {
         {"--rounds", 'i', 1, CAL_ROUNDS, &rounds, "sweeps of every algorithm, interleaved, in each bench, rounded to the nearest whole Williams "
                                                   "design of the link's algorithms (2 rounds for ring,rd, 6 for three; a tie rounds up), so each "
                                                   "runs first and after every other equally often; each size keeps its median (default 3: "
-                                                  "4 on tcp, 6 on shm; more ranks than CPUs: that many passes of one-sweep jobs up to 16 MiB)"},
+                                                  "4 on tcp, 6 on shm); every shape on one node is measured in passes over the shapes: no more ranks than "
+                                                  "CPUs, R jobs of those sweeps, each point the median over the jobs; more ranks than CPUs, that "
+                                                  "many passes of one-sweep jobs up to 16 MiB"},
         {"--timeout", 'd', 1, 86400, &timeout, "seconds one bench may take before it is killed (default 300)"},
         {"--out", 's', 0, 0, &out, "FILE to write (default: the cached calibration in baton's private directory)"},
         {"--json", 'f', 0, 0, &json, "machine-readable summary"},
@@ -409,8 +425,9 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (net_launch && strchr(self, '\''))
         return plan_error(sub, "--transports net: the baton path '%s' contains a quote; run it from another path", self), 2;
 
-    /* every link and world size: the sizes up to CAL_SPLIT in --rounds passes over the shapes on one node
-     * (cal_group above), then the big sizes in one job of --rounds sweeps per shape; net in one job */
+    /* every link and world size on one node in passes over the shapes (cal_group above): no more ranks than CPUs,
+     * --rounds jobs of every size; more, the sizes up to CAL_SPLIT in one-sweep jobs, then the big sizes in one job
+     * per shape; net in one job */
     cal_group groups[CAL_MAX_GROUPS];
     int ngroup = 0;
     for (int l = 0; l < nl; l++)
@@ -433,12 +450,15 @@ int plan_cmd_calibrate(int argc, char **argv) {
     int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), fail = 0, npass = 0, maxpass = 0, minpass = 1 << 30;
     for (int gi = 0; gi < ngroup && !fail; gi++) {
         cal_group *g = &groups[gi];
-        g->passes = g->link != BATON_LINK_NET && g->ranks > cpus && rounds > 1;
+        g->passes = g->link == BATON_LINK_NET || rounds < 2 ? 0 : g->ranks > cpus ? 1 : 2;
         if (!g->passes) continue;
-        npass++;
-        maxpass = g->sweeps > maxpass ? g->sweeps : maxpass;
-        minpass = g->sweeps < minpass ? g->sweeps : minpass;
-        g->cap = CAL_ROWS * g->sweeps;
+        g->jobs = g->passes == 1 ? g->sweeps : rounds;
+        if (g->passes == 1) {
+            npass++;
+            maxpass = g->sweeps > maxpass ? g->sweeps : maxpass;
+            minpass = g->sweeps < minpass ? g->sweeps : minpass;
+        }
+        g->cap = CAL_ROWS * g->jobs;
         g->x = malloc((size_t)g->cap * sizeof *g->x), g->t = malloc((size_t)g->cap * sizeof *g->t);
         g->a = malloc((size_t)g->cap * sizeof *g->a);
         if (!g->x || !g->t || !g->a) fail = 1, plan_error(sub, "out of memory");
@@ -446,11 +466,31 @@ int plan_cmd_calibrate(int argc, char **argv) {
     if (npass && !fail)
         fprintf(stderr, "baton plan calibrate: more ranks than CPUs: sizes up to %.0f bytes in %s%d passes over those shapes, "
                 "one job of one sweep per shape and pass\n", fmin(max_bytes, CAL_SPLIT), minpass < maxpass ? "up to " : "", maxpass);
-    for (int j = 0; j < maxpass && npass && !fail; j++)
+    int alljobs = 0;
+    for (int gi = 0; gi < ngroup; gi++) alljobs = groups[gi].passes && groups[gi].jobs > alljobs ? groups[gi].jobs : alljobs;
+    for (int j = 0; j < alljobs && !fail; j++)
         for (int gi = 0; gi < ngroup && !fail; gi++) {
             cal_group *g = &groups[gi];
-            if (!g->passes || j >= g->sweeps) continue;
-            if (run_pass_job(self, g, j, g->sweeps, max_bytes, timeout, t0) < 0) {
+            if (!g->passes || j >= g->jobs) continue;
+            int m = 0;
+            if (g->passes == 1) {
+                m = run_pass_job(self, g, j, g->sweeps, max_bytes, timeout, t0);
+            } else {
+                fprintf(stderr, "baton plan calibrate: pass %d of %d, %s, %d ranks: one job of %d sweeps (%.0f s so far)\n", j + 1, g->jobs,
+                        baton__link_name(g->link), g->ranks, g->sweeps, (double)(baton__now_ns() - t0) / 1e9);
+                for (int big = 0; big < 2 && m >= 0; big++) {
+                    if (big && max_bytes < 2 * CAL_SPLIT) break;
+                    if (big)
+                        fprintf(stderr, "baton plan calibrate: pass %d of %d, %s, %d ranks, sizes from %.0f bytes: one job of %d sweeps (%.0f s so far)\n",
+                                j + 1, g->jobs, baton__link_name(g->link), g->ranks, 2 * CAL_SPLIT, g->sweeps,
+                                (double)(baton__now_ns() - t0) / 1e9);
+                    int k = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, g->sweeps, big, max_bytes, timeout, NULL, g->x + g->n,
+                                      g->t + g->n, g->a + g->n, g->cap - g->n);
+                    m = k < 0 ? -1 : m + k;
+                    if (k > 0) g->n += k;
+                }
+            }
+            if (m < 0) {
                 fprintf(stderr, "baton plan calibrate: the bench on %s with %d ranks failed (see its errors above)\n",
                         baton__link_name(g->link), g->ranks);
                 fail = 1;
@@ -468,7 +508,7 @@ int plan_cmd_calibrate(int argc, char **argv) {
                     g->ranks, g->sweeps, (double)(baton__now_ns() - t0) / 1e9);
             n = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, g->sweeps, 0, max_bytes, timeout, net_launch, xs, ts, as, CAL_ROWS);
         }
-        if (n > 0 && max_bytes >= 2 * CAL_SPLIT) {
+        if (n > 0 && g->passes != 2 && max_bytes >= 2 * CAL_SPLIT) {
             fprintf(stderr, "baton plan calibrate: %s, %d ranks, sizes from %.0f bytes: one job of %d sweeps (%.0f s so far)\n",
                     baton__link_name(g->link), g->ranks, 2 * CAL_SPLIT, g->sweeps, (double)(baton__now_ns() - t0) / 1e9);
             int m = run_bench(self, g->ranks, g->link, g->algos, g->nalgos, g->sweeps, 1, max_bytes, timeout, net_launch, xs + n,
