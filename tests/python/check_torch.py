@@ -43,6 +43,24 @@ def check(cond, what):
         print("rank %d: FAIL %s" % (R, what), flush=True)
 
 
+def check_route_variable(var, values, read, python_is_off):
+    """A bad value of var is refused naming the accepted ones, and var=python turns the C++ part off (read() is
+    how c10d reads var); var is restored after."""
+    saved = os.environ.get(var)
+    os.environ[var] = "sometimes"
+    try:
+        read()
+        check(False, "%s=sometimes was accepted" % var)
+    except ValueError as e:
+        check("%s='sometimes' must be %s" % (var, values) in str(e), "bad %s: %s" % (var, e))
+    os.environ[var] = "python"
+    check(python_is_off(read()), "%s=python: the C++ part is off" % var)
+    if saved is None:
+        del os.environ[var]
+    else:
+        os.environ[var] = saved
+
+
 B, STEPS, LR = 64, 5, 0.1
 g = torch.Generator().manual_seed(1234)
 X = torch.randn(STEPS, W * B, 20, generator=g)
@@ -303,19 +321,7 @@ for dt, op, want_of in ((torch.float32, dist.ReduceOp.SUM, lambda r: W * (W + 1)
         check(got[0] - before[0] == 3 and got[1] - before[1] == 1, "the front took calls 2-4 of one tensor: %s -> %s"
               % (before, got))
 if want_front:
-    saved = os.environ.get("BATON_TORCH_GROUP")
-    os.environ["BATON_TORCH_GROUP"] = "sometimes"
-    try:
-        c10d._group_front()
-        check(False, "BATON_TORCH_GROUP=sometimes was accepted")
-    except ValueError as e:
-        check("BATON_TORCH_GROUP='sometimes' must be auto or python" in str(e), "bad BATON_TORCH_GROUP: %s" % e)
-    os.environ["BATON_TORCH_GROUP"] = "python"
-    check(not c10d._group_front(), "BATON_TORCH_GROUP=python: no front")
-    if saved is None:
-        del os.environ["BATON_TORCH_GROUP"]
-    else:
-        os.environ["BATON_TORCH_GROUP"] = saved
+    check_route_variable("BATON_TORCH_GROUP", "auto or python", c10d._group_front, lambda v: not v)
 for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
     t = torch.full((3000,), R + 1, dtype=dt)
     w = dist.all_reduce(t, async_op=True)
@@ -324,19 +330,7 @@ for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
     check(w.wait() and w.is_completed() and w.is_success() and torch.equal(t, want) and torch.equal(got[0], want)
           and got[0].data_ptr() == t.data_ptr(), "async all_reduce of %s: work, future and result in place" % dt)
 if want_cpp:
-    saved = os.environ.get("BATON_TORCH_WORK")
-    os.environ["BATON_TORCH_WORK"] = "sometimes"
-    try:
-        c10d._work_layer()
-        check(False, "BATON_TORCH_WORK=sometimes was accepted")
-    except ValueError as e:
-        check("BATON_TORCH_WORK='sometimes' must be auto, cpp or python" in str(e), "bad BATON_TORCH_WORK: %s" % e)
-    os.environ["BATON_TORCH_WORK"] = "python"
-    check(c10d._work_layer() is None, "BATON_TORCH_WORK=python: no C++ work layer")
-    if saved is None:
-        del os.environ["BATON_TORCH_WORK"]
-    else:
-        os.environ["BATON_TORCH_WORK"] = saved
+    check_route_variable("BATON_TORCH_WORK", "auto, cpp or python", c10d._work_layer, lambda v: v is None)
 
 # ---- torch.distributed calls on the baton backend ----
 check(dist.get_backend() == "baton" and dist.get_world_size() == W and dist.get_rank() == R, "backend identity")
