@@ -270,18 +270,24 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     return (baton_algo)sl->cand[probe_cand(sl, 0)];
 }
 
-/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US adds US microseconds (negative: takes them off) to every timed
- * probe call of ALGO on rank RANK, or on every rank with RANK -1 (a fast candidate seen by one rank only: the
- * agreement must carry it to every rank). */
+/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US[,RANK:ALGO:US...] adds US microseconds (negative: takes them off)
+ * to every timed probe call of ALGO on rank RANK, or on every rank with RANK -1 (a fast candidate seen by one rank
+ * only: the agreement must carry it to every rank); the specs that match add up. */
 static double probe_penalty(const baton_comm *c, baton_algo a) {
     const char *env = getenv("BATON_TEST_TUNE_PROBE");
-    int rank;
-    char name[16];
-    double us;
-    baton_algo pa;
-    if (!env || sscanf(env, "%d:%15[^:]:%lf", &rank, name, &us) != 3 || (rank != c->rank && rank != -1) || baton_algo_parse(name, &pa) < 0 || pa != a)
-        return 0;
-    return us * 1e-6;
+    double sum = 0;
+    for (const char *p = env; p && *p;) {
+        int rank;
+        char name[16];
+        double us;
+        baton_algo pa;
+        if (sscanf(p, "%d:%15[^:]:%lf", &rank, name, &us) == 3 && (rank == c->rank || rank == -1) &&
+            baton_algo_parse(name, &pa) == 0 && pa == a)
+            sum += us * 1e-6;
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    return sum;
 }
 
 /* The lower median of v[0..n) (sorts v): of two values the smaller. */
