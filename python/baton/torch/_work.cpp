@@ -229,30 +229,24 @@ class Group : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                            const c10d::BroadcastOptions &opts) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("broadcast")(tensors, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("broadcast", tensors, opts);
   }
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &out, std::vector<at::Tensor> &in,
                                            const c10d::AllgatherOptions &opts) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("allgather")(out, in, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("allgather", out, in, opts);
   }
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &out, std::vector<std::vector<at::Tensor>> &in,
                                                 const c10d::ReduceScatterOptions &opts) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("reduce_scatter")(out, in, opts).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("reduce_scatter", out, in, opts);
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("barrier")(opts).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("barrier", opts);
   }
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("send")(tensors, dst, tag).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("send", tensors, dst, tag);
   }
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
-    py::gil_scoped_acquire gil;
-    return py::handle(py_).attr("recv")(tensors, src, tag).cast<c10::intrusive_ptr<c10d::Work>>();
+    return to_python("recv", tensors, src, tag);
   }
 
   py::object python() const { return py::reinterpret_borrow<py::object>(py_); }
@@ -261,6 +255,13 @@ class Group : public c10d::ProcessGroup {
   py::tuple calls() const { return py::make_tuple(fast_calls_.load(), python_calls_.load()); }
 
  private:
+  // A collective the front does not run itself: the Python group's method of that name, with the GIL.
+  template <typename... Args>
+  c10::intrusive_ptr<c10d::Work> to_python(const char *method, Args &...args) {
+    py::gil_scoped_acquire gil;
+    return py::handle(py_).attr(method)(args...).template cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+
   bool settled_all(const std::vector<at::Tensor> &tensors) {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto &t : tensors) {
