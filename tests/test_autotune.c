@@ -190,7 +190,8 @@ static const char *close_tuning(void) {
 
 /* The algo column (rank 0's algorithm) of a bench following TUNING over TRANSPORT, sizes 8 B to 32 KiB (x64), every
  * element checked, WARMUP untimed calls per size so that a size's probe calls are over before the timed one
- * (close_tuning: 2 x 5 at most; state_tuning: 3 x 2 at its predicted times). */
+ * (close_tuning: a lead-in and 2 candidates x 3 blocks x 16 calls; state_tuning: a lead-in and 2 candidates x 3
+ * blocks x 1 call at its predicted times, after the state check's first call). */
 static void auto_algos(const char *tuning, const char *transport, int warmup, const char *env, char *out, size_t n) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -209,7 +210,7 @@ static void auto_algos(const char *tuning, const char *transport, int warmup, co
     }
     free(o);
 }
-static void close_algos(const char *env, char *out, size_t n) { auto_algos(close_tuning(), "tcp", 12, env, out, n); }
+static void close_algos(const char *env, char *out, size_t n) { auto_algos(close_tuning(), "tcp", 100, env, out, n); }
 
 /* Where the calibration predicts two algorithms within BATON_TUNING_PROBE (here 25 %; off by default) of each other, auto
  * times both on the size's first calls and every rank takes the one the fastest rank's time of each call favours
@@ -244,6 +245,28 @@ TEST_T(auto_confirms_close_candidates_online_and_every_rank_agrees, 150) {
              close_tuning(), th_baton(), th_baton());
     ASSERT_TRUE(th_run(cmd, 60, &o, NULL) != 0);
     ASSERT_CONTAINS(o, "BATON_TUNING_PROBE=2");
+    free(o);
+}
+
+/* How many times rank 0 logged a probe's decision for BYTES (BATON_LOG_LEVEL=debug). */
+static int decisions(const char *out, long bytes) {
+    char key[64];
+    snprintf(key, sizeof key, "[rank 0] debug: --algo auto, %ld bytes:", bytes);
+    int n = 0;
+    for (const char *p = strstr(out, key); p; p = strstr(p + 1, key)) n++;
+    return n;
+}
+
+/* A size is chosen (and probed) once per job, whatever other sizes come between its calls: baton bench runs an
+ * 8-byte all-reduce (the slowest rank's time) after every timed run, and 8 bytes and 128 KiB shared a slot of
+ * the directly mapped cache, so every sweep of 128 KiB chose it again and probed it again (3 sweeps: 3
+ * decisions; now 1). */
+TEST_T(auto_chooses_each_size_once_when_sizes_share_a_cache_slot, 90) {
+    char env[1024];
+    snprintf(env, sizeof env, "BATON_TUNING=%s BATON_TUNING_PROBE=0.25 BATON_LOG_LEVEL=debug", close_tuning());
+    char *o = bench2(env, "--csv --transport tcp --algo auto --sweeps 3 -b 128K -e 128K -c 1 -w 100 -n 1 --min-time 0", 60);
+    ASSERT_CONTAINS(o, "131072,32768,f32,sum,");
+    ASSERT_EQ_INT(decisions(o, 131072), 1);
     free(o);
 }
 

@@ -156,6 +156,46 @@ TEST(recv_still_names_a_peer_that_died_mid_message) {
     baton__shm_close(p.shm);
 }
 
+/* baton__shm_prefault maps pages in while messages are in flight (--algo auto calls it mid-job): it must not
+ * change a byte. The child sends 100 KB (it fits in the 256 KiB ring, so the send completes unread),
+ * prefaults its side with the message in its outgoing ring and exits; this side prefaults with the message
+ * in its incoming ring, then receives it whole. */
+enum { PREFAULT_MSG = 100000 };
+
+static uint8_t prefault_byte(size_t i) { return (uint8_t)(i * 13 + 5); }
+
+static void send_prefault_and_go(baton_shm *shm) {
+    static const int g2l[2] = {0, 1};
+    baton_transport *t = NULL;
+    if (baton__shm_transport_create(shm, 1, 2, g2l, &t) < 0) _exit(5);
+    static uint8_t msg[PREFAULT_MSG];
+    for (size_t i = 0; i < sizeof msg; i++) msg[i] = prefault_byte(i);
+    if (baton__send(t, 0, msg, sizeof msg, baton__deadline_after(10)) < 0) _exit(6);
+    baton__shm_prefault(shm);
+}
+
+TEST_T(prefault_leaves_messages_in_flight_intact, 30) {
+    baton_shm *shm;
+    int cmd_w;
+    pid_t peer = open_with_peer(send_prefault_and_go, &shm, &cmd_w);
+    char go = 'g';
+    ASSERT_TRUE(write(cmd_w, &go, 1) == 1);
+    int st = 0;
+    ASSERT_TRUE(waitpid(peer, &st, 0) == peer);
+    close(cmd_w);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    baton__shm_prefault(shm);
+    static const int g2l[2] = {0, 1};
+    baton_transport *t = NULL;
+    ASSERT_OK(baton__shm_transport_create(shm, 0, 2, g2l, &t));
+    static uint8_t got[PREFAULT_MSG];
+    ASSERT_OK(baton__recv(t, 1, got, sizeof got, baton__deadline_after(10)));
+    t->ops->close(t);
+    for (size_t i = 0; i < sizeof got; i++)
+        if (got[i] != prefault_byte(i)) th_fail(__FILE__, __LINE__, "byte %zu: %u, sent %u", i, got[i], prefault_byte(i));
+    baton__shm_close(shm);
+}
+
 /* Waking instead of timed naps (issue 10): a wait for a counter that has reached its nap phase sleeps on the
  * posting rank's futex word, and the post wakes it. The peer posts each value only once this rank counts as
  * one of its sleepers (and a millisecond later, when the wait sleeps in a nap of up to 200 us), so the posts

@@ -15,13 +15,17 @@
  *
  * Online confirmation (BATON_TUNING_PROBE=F; off by default, docs/plan.md says why): where candidates are
  * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such
- * algorithms flips from job to job on this machine, docs/plan.md), so the size's first calls run each of them in turn, `per` timed calls each
- * (2 to 5: fewer for long calls), the order reversed every round. After the last one every rank contributes
- * its times to one all-reduce (MIN: each call's time on the rank that entered it last, which did not wait for
- * the others to arrive; until 2026-11-26 23:20 UTC MAX, which counted the arrival skew whatever ran before
- * left, e.g. baton bench's own 8-byte reductions after a timed run), so every rank takes the same
- * algorithm: the one with the smallest lower median (of 2 calls the faster: a stall or a first call's page
- * faults only add time), the model's choice unless another is at least PROBE_CLEAR faster. */
+ * algorithms flips from job to job on this machine, docs/plan.md), so after one lead-in call (the model's
+ * choice, not timed) the size's next calls run each of them in blocks of consecutive calls, A B C, C B A,
+ * A B C (1 to 16 calls a block: about PROBE_BUDGET_S of calls per candidate; a block's first call, after
+ * another algorithm's, is not counted when the block has 3 or more). Before the first probe the shared-memory
+ * segment's pages are mapped in (baton__shm_prefault), so no candidate pays another's first touches.
+ * After the last one every rank contributes its times to one all-reduce (MIN: each call's time on the rank
+ * that entered it last, which did not wait for the others to arrive; until 2026-11-26 23:20 UTC MAX, which
+ * counted the arrival skew whatever ran before left, e.g. baton bench's own 8-byte reductions after a timed
+ * run), so every rank takes the same algorithm: the one with the smallest median, the model's choice unless
+ * another is at least PROBE_CLEAR faster. Until 2026-11-27 the calls alternated candidate by candidate, at
+ * most 5 per candidate, and the smallest lower median won (docs/plan.md: why blocks and medians). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,32 +210,66 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
     return 2;
 }
 
-/* Probing: timed calls per candidate are at most BATON_AUTOTUNE_PROBE_MAX, and fewer where a call is long
- * (about PROBE_BUDGET_S of timed calls per candidate, at least two); a measured candidate replaces the
- * model's choice only when its lower median is at least PROBE_CLEAR below the model choice's (5 %: what
- * the floor allows; a smaller measured difference is as likely the timing's noise as the algorithms'). */
+/* Probing: every candidate runs BATON_AUTOTUNE_PROBE_ROUNDS blocks of `len` consecutive calls, len =
+ * PROBE_BUDGET_S / BATON_AUTOTUNE_PROBE_ROUNDS of its predicted time, 1 to BATON_AUTOTUNE_PROBE_BLOCK. Consecutive calls are what a benchmark's timed loop and a
+ * training job's repeated bucket see: a call right after another algorithm's finds the caches and the peers'
+ * flags in that algorithm's state (at 8-32 KiB on shm that moved the measured order by 10-15 %). A block of 3
+ * or more counts all but its first call; three blocks give a median of 3 or more calls even where a call is
+ * long (one block of one call), so neither one slow call (a stall) nor one fast one decides. A measured candidate replaces the model's choice only when its median
+ * is at least PROBE_CLEAR below the model choice's (5 %: what the floor allows; a smaller measured difference
+ * is as likely the timing's noise as the algorithms'); a median, not the fastest call: an algorithm whose
+ * calls are sometimes fast and often slow (shm direct from 32 MiB) must not win on its lucky one. */
 #define PROBE_BUDGET_S 0.02
 #define PROBE_CLEAR 0.05
 
-/* The candidate index (into slot->cand) of probe call i: rounds of ncand calls, reversed every other round. */
-static int probe_cand(const baton_tune_slot *s, int i) {
-    int r = i / s->ncand, p = i % s->ncand;
+/* The machine's state check (below): an 8-byte direct all-reduce outside this ratio of the calibration's own
+ * time for it means another state. */
+#define STATE_RATIO 1.6
+
+#define CACHE_WAYS 8
+
+/* Where call i of a slot's probe goes: the candidate (index into slot->cand) and the sample index in its
+ * times, or -1 for an uncounted call (call 0, the lead-in; a block's first call). Blocks after the lead-in:
+ * cand 0, 1, .., n-1, then n-1, .., 0, then 0, 1, .. again. */
+static int probe_cand(const baton_tune_slot *s, int i, int *sample) {
+    *sample = -1;
+    if (i == 0) return 0;
+    i--;
+    int b = i / s->len, q = i % s->len, r = b / s->ncand, p = b % s->ncand;
+    int skip = s->len >= 3;
+    if (!skip || q > 0) *sample = r * (s->len - skip) + q - skip;
     return r % 2 ? s->ncand - 1 - p : p;
 }
+
+/* Timed calls per candidate, and calls of the whole probe (the lead-in included). */
+static int probe_samples(const baton_tune_slot *s) { return BATON_AUTOTUNE_PROBE_ROUNDS * (s->len - (s->len >= 3)); }
+static int probe_calls(const baton_tune_slot *s) { return 1 + s->ncand * BATON_AUTOTUNE_PROBE_ROUNDS * s->len; }
 
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
     if (!c->tuning || c->tune_busy) return BATON_ALGO_AUTO;
     if (c->tune_state == BATON_TUNE_STATE_UNCHECKED) c->tune_state_pending = 1;
     baton_algo cands[3];
     int link, n = candidates(c, cands, &link);
-    /* a small direct-mapped cache: the same sizes come back (benchmarks, DDP buckets); every rank makes the
-     * same calls, so every rank's cache holds the same sizes in the same state */
-    unsigned slot = (unsigned)((bytes * 0x9E3779B97F4A7C15ull) >> 58) % BATON_AUTOTUNE_CACHE;
+    /* a small cache: the same sizes come back (benchmarks, DDP buckets); every rank makes the same calls, so
+     * every rank's cache holds the same sizes in the same state. Open addressing over CACHE_WAYS slots from
+     * the size's own: directly mapped, 8 bytes and 128 KiB shared a slot, and baton bench's 8-byte agreement
+     * after every timed run of 128 KiB made auto choose (and probe) 128 KiB again each time. Entries are
+     * never removed one by one (the state check clears them all), so the first empty slot ends a search; when
+     * none of the ways is free the size's own slot is taken over. */
+    unsigned home = (unsigned)((bytes * 0x9E3779B97F4A7C15ull) >> 58) % BATON_AUTOTUNE_CACHE, slot = home;
+    for (int w = 0; w < CACHE_WAYS; w++) {
+        unsigned i = (home + (unsigned)w) % BATON_AUTOTUNE_CACHE;
+        if (c->tune_cache[i].bytes1 == bytes + 1 || !c->tune_cache[i].bytes1) {
+            slot = i;
+            break;
+        }
+    }
     baton_tune_slot *sl = &c->tune_cache[slot];
     if (sl->bytes1 == bytes + 1) {
         if (!sl->ncand) return (baton_algo)sl->algo;
+        int sample;
         c->tune_probe = (int)slot + 1;
-        return (baton_algo)sl->cand[probe_cand(sl, sl->next)];
+        return (baton_algo)sl->cand[probe_cand(sl, sl->next, &sample)];
     }
     baton_algo best = BATON_ALGO_AUTO;
     double pred[3], best_s = 0, fixed_s = 0;
@@ -245,8 +283,10 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     memset(sl, 0, sizeof *sl);
     sl->bytes1 = bytes + 1;
     sl->algo = (unsigned char)best;
-    /* the machine is not in the calibration's state: its order of the candidates may not hold, time them all */
-    double margin = c->tune_state == BATON_TUNE_STATE_DIFFERS ? 1e300 : c->tune_probe_margin;
+    /* the machine is not in the calibration's state: its order of the candidates may not hold, time those
+     * predicted within the ratio that tells the states apart (rd from 32 MiB on shm, about 2x, is left out: its
+     * probe calls would cost more than a wrong order between the others could) */
+    double margin = c->tune_state == BATON_TUNE_STATE_DIFFERS ? STATE_RATIO - 1 : c->tune_probe_margin;
     if (best == BATON_ALGO_AUTO || margin <= 0) return best;
     /* the candidates predicted within the margin of the fastest, the model's choice first, then by prediction */
     sl->cand[sl->ncand++] = (unsigned char)best;
@@ -264,10 +304,16 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
         sl->ncand = 0;
         return best;
     }
-    double per = PROBE_BUDGET_S / best_s;
-    sl->per = (unsigned char)(per >= BATON_AUTOTUNE_PROBE_MAX ? BATON_AUTOTUNE_PROBE_MAX : per < 2 ? 2 : (int)per);
+    double len = PROBE_BUDGET_S / BATON_AUTOTUNE_PROBE_ROUNDS / best_s;
+    sl->len = (unsigned char)(len >= BATON_AUTOTUNE_PROBE_BLOCK ? BATON_AUTOTUNE_PROBE_BLOCK : len < 1 ? 1 : (int)len);
+    /* once per communicator: every candidate's pages mapped in before any is timed (the lead-in call pays it) */
+    if (c->shm && !c->tune_prefaulted) {
+        baton__shm_prefault(c->shm);
+        c->tune_prefaulted = 1;
+    }
+    int sample;
     c->tune_probe = (int)slot + 1;
-    return (baton_algo)sl->cand[probe_cand(sl, 0)];
+    return (baton_algo)sl->cand[probe_cand(sl, 0, &sample)];
 }
 
 /* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US[,RANK:ALGO:US...] adds US microseconds (negative: takes them off)
@@ -290,29 +336,19 @@ static double probe_penalty(const baton_comm *c, baton_algo a) {
     return sum;
 }
 
-/* The lower median of v[0..n) (sorts v): of two values the smaller. */
-static double lower_median(double *v, int n) {
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
-            double t = v[b];
-            v[b] = v[b - 1], v[b - 1] = t;
-        }
-    return v[(n - 1) / 2];
-}
-
 int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     baton_tune_slot *sl = &c->tune_cache[c->tune_probe - 1];
     c->tune_probe = 0;
-    int i = sl->next++, k = probe_cand(sl, i);
-    sl->t[k][i / sl->ncand] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
-    if (sl->next < sl->ncand * sl->per) return BATON_OK;
+    int sample, i = sl->next++, k = probe_cand(sl, i, &sample);
+    if (sample >= 0) sl->t[k][sample] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
+    if (sl->next < probe_calls(sl)) return BATON_OK;
     /* every rank's times, reduced to the fastest rank's per call (the rank that came last, so none of the time
      * is waiting for the others to arrive; a rank slowed inside the call slows every rank's time of it): the
      * same numbers everywhere */
-    double v[3 * BATON_AUTOTUNE_PROBE_MAX], vmax[3 * BATON_AUTOTUNE_PROBE_MAX];
-    int nv = sl->ncand * sl->per;
-    for (int q = 0; q < sl->ncand; q++) memcpy(v + q * sl->per, sl->t[q], sizeof(double) * sl->per);
-    coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmax, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MIN};
+    double v[3 * BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK], vmin[3 * BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK];
+    int per = probe_samples(sl), nv = sl->ncand * per;
+    for (int q = 0; q < sl->ncand; q++) memcpy(v + q * per, sl->t[q], sizeof(double) * (size_t)per);
+    coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmin, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MIN};
     baton_algo last = c->last_algo;
     uint64_t last_ns = c->last_ns;
     c->tune_busy = 1;
@@ -320,16 +356,19 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     c->tune_busy = 0;
     c->last_algo = last, c->last_ns = last_ns;
     if (rc < 0) return rc;
+    if (getenv("XDBG")) { fprintf(stderr, "r%d %zu:", c->rank, sl->bytes1 - 1); for (int q = 0; q < nv; q++) fprintf(stderr, " %s%.1f", q % per ? "" : "| ", v[q] * 1e6); fprintf(stderr, "\n"); }
     double med[3] = {0, 0, 0};
     int best = 0;
     for (int q = 0; q < sl->ncand; q++) {
-        med[q] = lower_median(vmax + q * sl->per, sl->per);
+        med[q] = baton__median(vmin + q * per, (size_t)per);
         if (med[q] < med[best]) best = q;
     }
     if (med[best] > (1 - PROBE_CLEAR) * med[0]) best = 0;
-    BATON_DEBUG("--algo auto, %zu bytes: %s (measured %s %.1f us, %s %.1f us%s%s%s)", sl->bytes1 - 1, baton_algo_name((baton_algo)sl->cand[best]),
-                baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6, baton_algo_name((baton_algo)sl->cand[1]), med[1] * 1e6,
-                sl->ncand > 2 ? ", " : "", sl->ncand > 2 ? baton_algo_name((baton_algo)sl->cand[2]) : "", sl->ncand > 2 ? " too" : "");
+    char also[48] = "";
+    if (sl->ncand > 2) snprintf(also, sizeof also, ", %s %.1f us", baton_algo_name((baton_algo)sl->cand[2]), med[2] * 1e6);
+    BATON_DEBUG("--algo auto, %zu bytes: %s (median of %d calls each: %s %.1f us, %s %.1f us%s)", sl->bytes1 - 1,
+                baton_algo_name((baton_algo)sl->cand[best]), per, baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6,
+                baton_algo_name((baton_algo)sl->cand[1]), med[1] * 1e6, also);
     sl->algo = sl->cand[best];
     sl->ncand = 0;
     return BATON_OK;
@@ -342,11 +381,11 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
  * after the first auto all-reduce, where that marker means something (shared memory, no more ranks than
  * CPUs), each rank times STATE_CALLS 8-byte direct all-reduces, takes the median, and every rank takes the
  * slowest rank's (one all-reduce, MAX): the same number everywhere. Outside STATE_RATIO of the calibration's
- * own time for it, the calibration was made in the other state: every size's first calls then time every
- * candidate (the probe above, the model's choice kept unless another is PROBE_CLEAR faster). */
+ * own time for it, the calibration was made in the other state: every size's first calls then time the
+ * candidates predicted within STATE_RATIO of the fastest (the probe above, the model's choice kept unless
+ * another is PROBE_CLEAR faster). */
 #define STATE_WARM 4
 #define STATE_CALLS 31
-#define STATE_RATIO 1.6
 
 /* Test knob: BATON_TEST_TUNE_STATE=RANK:US makes rank RANK's measured marker US microseconds. */
 static double state_override(const baton_comm *c, double secs) {

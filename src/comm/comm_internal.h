@@ -52,16 +52,18 @@ typedef struct baton_shm_buffer {
 } baton_shm_buffer;
 
 #define BATON_AUTOTUNE_CACHE 64
-#define BATON_AUTOTUNE_PROBE_MAX 5     /* timed calls per candidate when auto confirms a close choice */
+#define BATON_AUTOTUNE_PROBE_BLOCK 16  /* calls in one block of a candidate's probe calls, at most */
+#define BATON_AUTOTUNE_PROBE_ROUNDS 3  /* blocks per candidate: A B C, C B A, A B C */
 
-/* One size's --algo auto choice (autotune.c). While ncand > 0 the choice is being confirmed online: the
- * size's next calls run the close candidates in turn and record their times, then the ranks agree. */
+/* One size's --algo auto choice (autotune.c). While ncand > 0 the choice is being confirmed online: after a
+ * lead-in call, the size's next calls run the candidates in blocks of `len` calls and record their times,
+ * then the ranks agree. */
 typedef struct {
     size_t bytes1;                 /* bytes + 1, 0 = empty */
     unsigned char algo;            /* the choice, once decided */
-    unsigned char ncand, per, next;/* probing: candidates (0: decided), timed calls per candidate, calls so far */
+    unsigned char ncand, len, next;/* probing: candidates (0: decided), calls per block, calls so far */
     unsigned char cand[3];         /* the model's choice first */
-    double t[3][BATON_AUTOTUNE_PROBE_MAX];
+    double t[3][BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK]; /* each candidate's timed calls */
 } baton_tune_slot;
 
 typedef struct {
@@ -143,6 +145,7 @@ struct baton_comm {
     baton_tune_slot tune_cache[BATON_AUTOTUNE_CACHE]; /* choices per size, direct-mapped */
     int tune_probe;                /* 1 + the slot whose probe call is running now, 0: none */
     int tune_busy;                 /* the probes' agreement is running: it takes the fixed rule */
+    int tune_prefaulted;           /* the shm segment's pages are mapped in for probing (baton__shm_prefault) */
     double tune_probe_margin;      /* BATON_TUNING_PROBE: confirm candidates predicted within this of the best */
     int tune_state_on;             /* BATON_TUNING_STATE (rank 0's), BATON_TUNING_STATE_*: compare the machine's state with
                                     * the calibration's (auto: for 2 ranks only) */

@@ -441,6 +441,41 @@ static uint8_t *chan_data(baton_shm *s, int src, int dst) {
     return (uint8_t *)chan_ctl(s, src, dst) + sizeof(baton_shm_chan_ctl);
 }
 
+/* One byte of every page of [p, p + bytes), the last byte's page included. */
+static void touch_written(void *p, size_t bytes, size_t page) {
+    for (size_t o = 0; o < bytes; o = o + page < bytes || o == bytes - 1 ? o + page : bytes - 1)
+        __atomic_fetch_add((uint8_t *)p + o, 0, __ATOMIC_RELAXED);
+}
+
+static uint8_t touch_read(const void *p, size_t bytes, size_t page) {
+    uint8_t sink = 0;
+    for (size_t o = 0; o < bytes; o = o + page < bytes || o == bytes - 1 ? o + page : bytes - 1)
+        sink ^= ((const volatile uint8_t *)p)[o];
+    return sink;
+}
+
+void baton__shm_prefault(baton_shm *s) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096;
+    int me = s->local_rank, L = s->local_size;
+    uint8_t sink = 0;
+    for (int r = 0; r < L; r++) {
+        for (int b = 0; b < 2; b++) {
+            if (r == me) {
+                touch_written(baton__shm_small(s, r, b), BATON_SHM_SMALL_BYTES, page);
+                touch_written(baton__shm_stage(s, r, b), BATON_SHM_STAGE_BYTES, page);
+            } else if (L <= BATON_SHM_PREFAULT_PEERS) {
+                sink ^= touch_read(baton__shm_small(s, r, b), BATON_SHM_SMALL_BYTES, page);
+                sink ^= touch_read(baton__shm_stage(s, r, b), BATON_SHM_STAGE_BYTES, page);
+            }
+        }
+        if (r == me) continue;
+        touch_written(chan_data(s, me, r), s->chan_bytes, page);
+        sink ^= touch_read(chan_data(s, r, me), s->chan_bytes, page);
+    }
+    (void)sink;
+}
+
 enum { CHAN_PIECE = 64 << 10 }; /* publish progress at least this often so the peer can start early */
 
 /* Could a sendrecv move bytes now: room in the outgoing ring, or bytes in the incoming one? */
