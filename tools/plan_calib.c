@@ -78,9 +78,10 @@ int plan_cmd_calibrated(const char *sub, const char *file, const char *link_s, i
         return plan_error(sub, "--calibrated %s has no measurements on %s (calibrate with --transports %s)", file, link_s, link_s), 2;
     }
     baton_algo best = baton__tuning_best(&t, link, cands, nc, ranks, bytes);
-    /* the others --algo auto confirms online: predicted within BATON_TUNING_PROBE of the fastest (off by default) */
+    /* the others --algo auto confirms online: predicted within BATON_TUNING_PROBE of the fastest (by default on
+     * shared memory with 2 ranks only) */
     double margin;
-    if (baton__tuning_probe_margin(&margin) < 0) {
+    if (baton__tuning_probe_margin(link, ranks, &margin) < 0) {
         baton__tuning_free(&t);
         return plan_error(sub, "%s", baton_last_error()), 2;
     }

@@ -38,18 +38,20 @@
 
 #define TUNING_KEY "baton/tuning"
 
-/* BATON_TUNING_PROBE: unset: the default (off); "off" or 0: no online confirmation; else a fraction in [0, 1]. */
-int baton__tuning_probe_margin(double *m) {
+/* BATON_TUNING_PROBE: unset or "auto": BATON_TUNING_PROBE_SHM2 for 2 ranks on shared memory, else off; "off" or 0:
+ * no online confirmation; else a fraction in [0, 1]. */
+int baton__tuning_probe_margin(int link, int ranks, double *m) {
     const char *env = getenv("BATON_TUNING_PROBE");
-    *m = BATON_TUNING_PROBE_DEFAULT;
-    if (!env || !*env) return BATON_OK;
-    if (!strcmp(env, "off")) {
-        *m = 0;
+    *m = 0;
+    if (!env || !*env || !strcmp(env, "auto")) {
+        if (link == BATON_LINK_SHM && ranks == 2) *m = BATON_TUNING_PROBE_SHM2;
         return BATON_OK;
     }
+    if (!strcmp(env, "off")) return BATON_OK;
     if (baton__parse_double(env, 0, 1, m) < 0)
-        return baton__fail(BATON_EINVAL, "BATON_TUNING_PROBE=%s: expected off or a fraction in [0, 1] (candidates predicted "
-                                         "within it of the fastest are timed online; default off)", env);
+        return baton__fail(BATON_EINVAL, "BATON_TUNING_PROBE=%s: expected auto, off or a fraction in [0, 1] (candidates "
+                                         "predicted within it of the fastest are timed online; default auto: %g on shared "
+                                         "memory with 2 ranks, off elsewhere)", env, BATON_TUNING_PROBE_SHM2);
     return BATON_OK;
 }
 
@@ -102,6 +104,8 @@ static int rank0_text(char **out, int *first) {
     return BATON_OK;
 }
 
+static int candidates(const baton_comm *c, baton_algo *cands, int *link);
+
 int baton__autotune_init(baton_comm *c, uint64_t deadline) {
     char *text = NULL;
     size_t len = 0;
@@ -114,8 +118,10 @@ int baton__autotune_init(baton_comm *c, uint64_t deadline) {
             return rc;
         }
         double margin;
-        int state_on;
-        if ((rc = baton__tuning_probe_margin(&margin)) < 0 || (rc = baton__tuning_state_setting(&state_on)) < 0) {
+        int state_on, link;
+        baton_algo cands[3];
+        candidates(c, cands, &link);
+        if ((rc = baton__tuning_probe_margin(link, c->world, &margin)) < 0 || (rc = baton__tuning_state_setting(&state_on)) < 0) {
             free(text);
             baton_store_set(c->store, TUNING_KEY, "", 0);
             return rc;

@@ -29,11 +29,14 @@ int baton__link_parse(const char *s, int *out);     /* 0 or -1 */
 
 #define BATON_TUNING_MAX 4096   /* points, and fits, at most */
 /* With BATON_TUNING_PROBE=F, --algo auto times the candidates predicted within F of the fastest on their first
- * calls (comm/autotune.c). Off by default: in the quiet runs it overrode more right choices of the model than it
- * corrected (docs/plan.md). */
-#define BATON_TUNING_PROBE_DEFAULT 0.0
-/* BATON_TUNING_PROBE: *m = the fraction (0: off); one line naming it on bad input. */
-int baton__tuning_probe_margin(double *m);
+ * calls (comm/autotune.c). The default (unset or `auto`): BATON_TUNING_PROBE_SHM2 on shared memory with 2 ranks,
+ * off elsewhere (docs/plan.md: there the calibration's order of direct and ring from 32 MiB did not hold in
+ * later jobs in 10 of 11 quiet runs; on tcp the model's order held, and timing there added wrong choices; with
+ * 3 or more ranks a timed choice could change result bits from run to run). */
+#define BATON_TUNING_PROBE_SHM2 0.25
+/* BATON_TUNING_PROBE for a communicator of `ranks` ranks whose all-reduces run on `link` (BATON_LINK_*): *m =
+ * the fraction (0: off); one line naming it on bad input. */
+int baton__tuning_probe_margin(int link, int ranks, double *m);
 /* BATON_TUNING_STATE: *on = BATON_TUNING_STATE_AUTO (unset, auto: the default, on for 2 ranks only), _ON (on, 1)
  * or _OFF (off, 0); one line naming it on bad input. */
 enum { BATON_TUNING_STATE_OFF, BATON_TUNING_STATE_ON, BATON_TUNING_STATE_AUTO };
