@@ -362,7 +362,6 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     c->tune_busy = 0;
     c->last_algo = last, c->last_ns = last_ns;
     if (rc < 0) return rc;
-    if (getenv("XDBG")) { fprintf(stderr, "r%d %zu:", c->rank, sl->bytes1 - 1); for (int q = 0; q < nv; q++) fprintf(stderr, " %s%.1f", q % per ? "" : "| ", v[q] * 1e6); fprintf(stderr, "\n"); }
     double med[3] = {0, 0, 0};
     int best = 0;
     for (int q = 0; q < sl->ncand; q++) {
