@@ -272,6 +272,14 @@ TEST_T(auto_times_close_candidates_by_default_on_shm_with_2_ranks, 150) {
     ASSERT_STR_EQ(algos, "direct,direct,direct");
 }
 
+/* shm, 2 ranks: direct predicted 20 ms a call, ring 20.5: long calls (a probe block of one call), close. */
+static const char *long_shm_tuning(void) {
+    return th_write_tmp("long_shm.json", "{\"version\":1,\"links\":[],\"fits\":["
+               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":20000,\"b_us_per_byte\":0},"
+               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":20500,\"b_us_per_byte\":0}"
+               "],\"points\":[]}");
+}
+
 /* How many times rank 0 logged a probe's decision for BYTES (BATON_LOG_LEVEL=debug). */
 static int decisions(const char *out, long bytes) {
     char key[64];
@@ -291,6 +299,23 @@ TEST_T(auto_chooses_each_size_once_when_sizes_share_a_cache_slot, 90) {
     char *o = bench2(env, "--csv --transport tcp --algo auto --sweeps 3 -b 128K -e 128K -c 1 -w 100 -n 1 --min-time 0", 60);
     ASSERT_CONTAINS(o, "131072,32768,f32,sum,");
     ASSERT_EQ_INT(decisions(o, 131072), 1);
+    free(o);
+}
+
+/* Where calls are long (predicted 6.7 ms or more: one call a block), the first such size's probe decides for the
+ * job's later long sizes: the job's mode orders direct and ring alike at every size from 32 MiB (docs/plan.md),
+ * and there the probe's calls cost the most. Sizes 8 B, 512 B and 32 KiB predicted 20 ms each: one decision (8 B,
+ * ring, its probe calls made 100 ms faster), and ring at all three. */
+TEST_T(auto_probes_long_calls_once_per_job, 90) {
+    char env[1024];
+    snprintf(env, sizeof env, "BATON_TUNING=%s BATON_TUNING_STATE=off BATON_LOG_LEVEL=debug BATON_TEST_TUNE_PROBE=-1:ring:-100000",
+             long_shm_tuning());
+    char *o = bench2(env, "--csv --transport shm --algo auto,ring -b 8 -e 32K -f 64 -c 1 -w 20 -n 1 --min-time 0", 60);
+    ASSERT_EQ_INT(decisions(o, 8), 1);
+    ASSERT_EQ_INT(decisions(o, 512), 0);
+    ASSERT_EQ_INT(decisions(o, 32768), 0);
+    const long sizes[] = {8, 512, 32768};
+    for (int i = 0; i < 3; i++) ASSERT_EQ_INT(rows(o, sizes[i], "auto", "ring"), 1);
     free(o);
 }
 

@@ -13,7 +13,8 @@
  * 4 B to 4 MiB, 3 interleaved rounds, the slowest rank's time, medians; about a second), which every rank
  * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
  *
- * Online confirmation (BATON_TUNING_PROBE=F; off by default, docs/plan.md says why): where candidates are
+ * Online confirmation (BATON_TUNING_PROBE=F; by default 0.25 on shared memory with 2 ranks and off elsewhere,
+ * docs/plan.md says why): where candidates are
  * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such
  * algorithms flips from job to job on this machine, docs/plan.md), so after one lead-in call (the model's
  * choice, not timed) the size's next calls run each of them in blocks of consecutive calls, A B C, C B A,
@@ -217,14 +218,15 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
 }
 
 /* Probing: every candidate runs BATON_AUTOTUNE_PROBE_ROUNDS blocks of `len` consecutive calls, len =
- * PROBE_BUDGET_S / BATON_AUTOTUNE_PROBE_ROUNDS of its predicted time, 1 to BATON_AUTOTUNE_PROBE_BLOCK. Consecutive calls are what a benchmark's timed loop and a
- * training job's repeated bucket see: a call right after another algorithm's finds the caches and the peers'
- * flags in that algorithm's state (at 8-32 KiB on shm that moved the measured order by 10-15 %). A block of 3
- * or more counts all but its first call; three blocks give a median of 3 or more calls even where a call is
- * long (one block of one call), so neither one slow call (a stall) nor one fast one decides. A measured candidate replaces the model's choice only when its median
- * is at least PROBE_CLEAR below the model choice's (5 %: what the floor allows; a smaller measured difference
- * is as likely the timing's noise as the algorithms'); a median, not the fastest call: an algorithm whose
- * calls are sometimes fast and often slow (shm direct from 32 MiB) must not win on its lucky one. */
+ * PROBE_BUDGET_S / BATON_AUTOTUNE_PROBE_ROUNDS over its predicted time, 1 to BATON_AUTOTUNE_PROBE_BLOCK.
+ * Consecutive calls are what a benchmark's timed loop sees: a call right after another algorithm's finds the
+ * caches and the peers' flags in that algorithm's state (at 8-32 KiB on shm that moved the measured order by
+ * 10-15 %). A block of 3 or more counts all but its first call; three blocks give a median of 3 or more calls
+ * even where a call is long (one block of one call), so neither one slow call (a stall) nor one fast one
+ * decides. A measured candidate replaces the model's choice only when its median is at least PROBE_CLEAR below
+ * the model choice's (5 %: what the floor allows; a smaller measured difference is as likely the timing's
+ * noise as the algorithms'); a median, not the fastest call: an algorithm whose calls are sometimes fast and
+ * often slow (shm direct from 32 MiB) must not win on its lucky one. */
 #define PROBE_BUDGET_S 0.02
 #define PROBE_CLEAR 0.05
 
@@ -312,6 +314,18 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     }
     double len = PROBE_BUDGET_S / BATON_AUTOTUNE_PROBE_ROUNDS / best_s;
     sl->len = (unsigned char)(len >= BATON_AUTOTUNE_PROBE_BLOCK ? BATON_AUTOTUNE_PROBE_BLOCK : len < 1 ? 1 : (int)len);
+    /* Long calls (a block of one): the choice a probe of long calls already made in this job stands, if it is a
+     * candidate here. On shm with 2 ranks the job's mode orders direct and ring the same way at every size from
+     * 32 MiB to 256 MiB (the 03:12 quiet check: in each of its three jobs one of them was the faster at all four
+     * sizes, ring in two jobs and direct in one, docs/plan.md), and at those sizes the probe's own calls cost the
+     * most: a benchmark's first calls of 128 MiB were mostly probe calls. */
+    if (sl->len == 1 && c->tune_long_algo)
+        for (int q = 0; q < sl->ncand; q++)
+            if (sl->cand[q] == c->tune_long_algo - 1) {
+                sl->algo = sl->cand[q];
+                sl->ncand = 0;
+                return (baton_algo)sl->algo;
+            }
     /* once per communicator: every candidate's pages mapped in before any is timed (the lead-in call pays it) */
     if (c->shm && !c->tune_prefaulted) {
         baton__shm_prefault(c->shm);
@@ -375,6 +389,7 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
                 baton_algo_name((baton_algo)sl->cand[best]), per, baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6,
                 baton_algo_name((baton_algo)sl->cand[1]), med[1] * 1e6, also);
     sl->algo = sl->cand[best];
+    if (sl->len == 1) c->tune_long_algo = sl->algo + 1;
     sl->ncand = 0;
     return BATON_OK;
 }
@@ -443,6 +458,7 @@ int baton__autotune_state_check(baton_comm *c) {
     }
     c->tune_state = BATON_TUNE_STATE_DIFFERS;
     memset(c->tune_cache, 0, sizeof c->tune_cache); /* every size chooses again, timing its candidates */
+    c->tune_long_algo = 0;
     BATON_INFO("--algo auto: an 8-byte all-reduce takes %.2f us, %.2fx the calibration's %.2f us: the machine is not in "
                "the calibration's state, so each size's first calls time every algorithm (BATON_TUNING_STATE=off: the "
                "model alone)", worst * 1e6, ratio, pred * 1e6);
@@ -577,6 +593,7 @@ int baton__autotune_first_use(baton_comm *c) {
     if (rc >= 0) rc = adopt_fits(c, &fresh);
     if (rc >= 0) {
         memset(c->tune_cache, 0, sizeof c->tune_cache);
+        c->tune_long_algo = 0;
         BATON_INFO("--algo auto: %s", c->tuning->nfits ? "calibrated at first use" : "first-use calibration gave no fits");
     }
     baton__tuning_free(&fresh);

@@ -146,6 +146,7 @@ struct baton_comm {
     int tune_probe;                /* 1 + the slot whose probe call is running now, 0: none */
     int tune_busy;                 /* the probes' agreement is running: it takes the fixed rule */
     int tune_prefaulted;           /* the shm segment's pages are mapped in for probing (baton__shm_prefault) */
+    int tune_long_algo;            /* 1 + the algorithm a probe of long calls chose (autotune.c), 0: none yet */
     double tune_probe_margin;      /* BATON_TUNING_PROBE: confirm candidates predicted within this of the best */
     int tune_state_on;             /* BATON_TUNING_STATE (rank 0's), BATON_TUNING_STATE_*: compare the machine's state with
                                     * the calibration's (auto: for 2 ranks only) */
