@@ -236,21 +236,20 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
 
 #define CACHE_WAYS 8
 
-/* Where call i of a slot's probe goes: the candidate (index into slot->cand) and the sample index in its
- * times, or -1 for an uncounted call (call 0, the lead-in; a block's first call). Blocks after the lead-in:
- * cand 0, 1, .., n-1, then n-1, .., 0, then 0, 1, .. again. */
-static int probe_cand(const baton_tune_slot *s, int i, int *sample) {
-    *sample = -1;
+/* Where call i of a slot's probe goes: the candidate (index into slot->cand) and its block (0 to
+ * BATON_AUTOTUNE_PROBE_ROUNDS - 1), or -1 for an uncounted call (call 0, the lead-in; a block's first call).
+ * Blocks after the lead-in: cand 0, 1, .., n-1, then n-1, .., 0, then 0, 1, .. again. */
+static int probe_cand(const baton_tune_slot *s, int i, int *block) {
+    *block = -1;
     if (i == 0) return 0;
     i--;
     int b = i / s->len, q = i % s->len, r = b / s->ncand, p = b % s->ncand;
-    int skip = s->len >= 3;
-    if (!skip || q > 0) *sample = r * (s->len - skip) + q - skip;
+    if (s->len < 3 || q > 0) *block = r;
     return r % 2 ? s->ncand - 1 - p : p;
 }
 
-/* Timed calls per candidate, and calls of the whole probe (the lead-in included). */
-static int probe_samples(const baton_tune_slot *s) { return BATON_AUTOTUNE_PROBE_ROUNDS * (s->len - (s->len >= 3)); }
+/* Counted calls per block, and calls of the whole probe (the lead-in included). */
+static int block_calls(const baton_tune_slot *s) { return s->len - (s->len >= 3); }
 static int probe_calls(const baton_tune_slot *s) { return 1 + s->ncand * BATON_AUTOTUNE_PROBE_ROUNDS * s->len; }
 
 baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed) {
@@ -277,7 +276,7 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
         if (!sl->ncand) return (baton_algo)sl->algo;
         int sample;
         c->tune_probe = (int)slot + 1;
-        return (baton_algo)sl->cand[probe_cand(sl, sl->next, &sample)];
+        return (baton_algo)sl->cand[probe_cand(sl, sl->next, &sample)]; /* sample: unused here */
     }
     baton_algo best = BATON_ALGO_AUTO;
     double pred[3], best_s = 0, fixed_s = 0;
@@ -359,14 +358,17 @@ static double probe_penalty(const baton_comm *c, baton_algo a) {
 int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     baton_tune_slot *sl = &c->tune_cache[c->tune_probe - 1];
     c->tune_probe = 0;
-    int sample, i = sl->next++, k = probe_cand(sl, i, &sample);
-    if (sample >= 0) sl->t[k][sample] = (double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k]);
+    int block, i = sl->next++, k = probe_cand(sl, i, &block);
+    if (block >= 0) sl->t[k][block] += ((double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k])) / block_calls(sl);
     if (sl->next < probe_calls(sl)) return BATON_OK;
-    /* every rank's times, reduced to the fastest rank's per call (the rank that came last, so none of the time
-     * is waiting for the others to arrive; a rank slowed inside the call slows every rank's time of it): the
-     * same numbers everywhere */
-    double v[3 * BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK], vmin[3 * BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK];
-    int per = probe_samples(sl), nv = sl->ncand * per;
+    /* Each block's time per call on each rank (its counted calls' times added up: a rank's waits for the other
+     * inside the calls count, as they do in a loop of calls), reduced to the fastest rank's (the one whose
+     * block began least behind the others; a rank slowed inside the calls slows every rank's time of them):
+     * the same numbers everywhere. Until 2026-11-27 06:00 UTC each call's time on the rank that entered it
+     * last: with the ranks taking turns to wait (rd at 4 KiB) that counted none of the waiting, 1.1 us a call
+     * of rd against 1.7 in the same job's loop of them (direct 1.2 against 1.4), and auto took rd. */
+    double v[3 * BATON_AUTOTUNE_PROBE_ROUNDS], vmin[3 * BATON_AUTOTUNE_PROBE_ROUNDS];
+    int per = BATON_AUTOTUNE_PROBE_ROUNDS, nv = sl->ncand * per;
     for (int q = 0; q < sl->ncand; q++) memcpy(v + q * per, sl->t[q], sizeof(double) * (size_t)per);
     coll_args a = {.kind = COLL_ALLREDUCE, .send = v, .recv = vmin, .count = (size_t)nv, .dt = BATON_F64, .op = BATON_MIN};
     baton_algo last = c->last_algo;
@@ -385,8 +387,8 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     if (med[best] > (1 - PROBE_CLEAR) * med[0]) best = 0;
     char also[48] = "";
     if (sl->ncand > 2) snprintf(also, sizeof also, ", %s %.1f us", baton_algo_name((baton_algo)sl->cand[2]), med[2] * 1e6);
-    BATON_DEBUG("--algo auto, %zu bytes: %s (median of %d calls each: %s %.1f us, %s %.1f us%s)", sl->bytes1 - 1,
-                baton_algo_name((baton_algo)sl->cand[best]), per, baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6,
+    BATON_DEBUG("--algo auto, %zu bytes: %s (median of %d blocks of %d calls: %s %.1f us, %s %.1f us%s)", sl->bytes1 - 1,
+                baton_algo_name((baton_algo)sl->cand[best]), per, block_calls(sl), baton_algo_name((baton_algo)sl->cand[0]), med[0] * 1e6,
                 baton_algo_name((baton_algo)sl->cand[1]), med[1] * 1e6, also);
     sl->algo = sl->cand[best];
     if (sl->len == 1) c->tune_long_algo = sl->algo + 1;

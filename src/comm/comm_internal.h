@@ -63,7 +63,7 @@ typedef struct {
     unsigned char algo;            /* the choice, once decided */
     unsigned char ncand, len, next;/* probing: candidates (0: decided), calls per block, calls so far */
     unsigned char cand[3];         /* the model's choice first */
-    double t[3][BATON_AUTOTUNE_PROBE_ROUNDS * BATON_AUTOTUNE_PROBE_BLOCK]; /* each candidate's timed calls */
+    double t[3][BATON_AUTOTUNE_PROBE_ROUNDS]; /* each candidate's time per counted call, block by block */
 } baton_tune_slot;
 
 typedef struct {
