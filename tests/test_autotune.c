@@ -231,6 +231,11 @@ TEST_T(auto_confirms_close_candidates_online_and_every_rank_agrees, 150) {
      * ring at 32 KiB about once in 25 runs): taking rank 1's slowed rd time (the slowest rank's) would pick ring */
     close_algos("BATON_TUNING_PROBE=0.25 BATON_TEST_TUNE_PROBE=1:rd:100000,-1:ring:50000", algos, sizeof algos);
     ASSERT_STR_EQ(algos, "rd,rd,rd");
+    /* ranks that take turns to wait: rd's calls slowed by 100 ms on rank 0's even calls and rank 1's odd ones. Every
+     * call has one rank that was not slowed, but every rank's run of rd calls is half slowed, as a loop of them
+     * would be: ring. Taking each call's time on its fastest rank (until 2026-11-27) saw no slowdown and kept rd. */
+    close_algos("BATON_TUNING_PROBE=0.25 BATON_TEST_TUNE_PROBE=0:rd:100000:even,1:rd:100000:odd", algos, sizeof algos);
+    ASSERT_STR_EQ(algos, "ring,ring,ring");
     /* no confirmation: by default over tcp (off there; on shared memory with 2 ranks, below), off, or a margin
      * below the 5 % between the two: the model's choice stands */
     close_algos("BATON_TEST_TUNE_PROBE=1:ring:-100000", algos, sizeof algos);

@@ -335,19 +335,21 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     return (baton_algo)sl->cand[probe_cand(sl, 0, &sample)];
 }
 
-/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US[,RANK:ALGO:US...] adds US microseconds (negative: takes them off)
+/* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US[:even|odd][,...] adds US microseconds (negative: takes them off)
  * to every timed probe call of ALGO on rank RANK, or on every rank with RANK -1 (a fast candidate seen by one rank
- * only: the agreement must carry it to every rank); the specs that match add up. */
-static double probe_penalty(const baton_comm *c, baton_algo a) {
+ * only: the agreement must carry it to every rank); with even or odd, only to the probe's calls of that parity
+ * (call 0 is the lead-in: ranks that take turns to wait); the specs that match add up. */
+static double probe_penalty(const baton_comm *c, baton_algo a, int call) {
     const char *env = getenv("BATON_TEST_TUNE_PROBE");
     double sum = 0;
     for (const char *p = env; p && *p;) {
         int rank;
-        char name[16];
+        char name[16], parity[8] = "";
         double us;
         baton_algo pa;
-        if (sscanf(p, "%d:%15[^:]:%lf", &rank, name, &us) == 3 && (rank == c->rank || rank == -1) &&
-            baton_algo_parse(name, &pa) == 0 && pa == a)
+        int got = sscanf(p, "%d:%15[^:]:%lf:%7[a-z]", &rank, name, &us, parity);
+        int par_ok = got < 4 || !strcmp(parity, call % 2 ? "odd" : "even");
+        if (got >= 3 && par_ok && (rank == c->rank || rank == -1) && baton_algo_parse(name, &pa) == 0 && pa == a)
             sum += us * 1e-6;
         p = strchr(p, ',');
         if (p) p++;
@@ -359,7 +361,7 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     baton_tune_slot *sl = &c->tune_cache[c->tune_probe - 1];
     c->tune_probe = 0;
     int block, i = sl->next++, k = probe_cand(sl, i, &block);
-    if (block >= 0) sl->t[k][block] += ((double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k])) / block_calls(sl);
+    if (block >= 0) sl->t[k][block] += ((double)ns / 1e9 + probe_penalty(c, (baton_algo)sl->cand[k], i)) / block_calls(sl);
     if (sl->next < probe_calls(sl)) return BATON_OK;
     /* Each block's time per call on each rank (its counted calls' times added up: a rank's waits for the other
      * inside the calls count, as they do in a loop of calls), reduced to the fastest rank's (the one whose
