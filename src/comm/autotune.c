@@ -366,7 +366,7 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
     /* Each block's time per call on each rank (its counted calls' times added up: a rank's waits for the other
      * inside the calls count, as they do in a loop of calls), reduced to the fastest rank's (the one whose
      * block began least behind the others; a rank slowed inside the calls slows every rank's time of them):
-     * the same numbers everywhere. Until 2026-11-27 06:00 UTC each call's time on the rank that entered it
+     * the same numbers everywhere. Until 2026-11-27 05:39 UTC each call's time on the rank that entered it
      * last: with the ranks taking turns to wait (rd at 4 KiB) that counted none of the waiting, 1.1 us a call
      * of rd against 1.7 in the same job's loop of them (direct 1.2 against 1.4), and auto took rd. */
     double v[3 * BATON_AUTOTUNE_PROBE_ROUNDS], vmin[3 * BATON_AUTOTUNE_PROBE_ROUNDS];
