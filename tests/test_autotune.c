@@ -180,13 +180,18 @@ TEST_T(first_use_calibrates_once_and_caches_privately, 240) {
     ASSERT_TRUE(access(link, F_OK) != 0);
 }
 
-/* tcp, 2 ranks: rd predicted 10 us + 0.5 ns/B, ring 5 % slower, so the model alone takes rd everywhere */
-static const char *close_tuning(void) {
-    return th_write_tmp("close.json", "{\"version\":1,\"links\":[],\"fits\":["
-               "{\"transport\":\"tcp\",\"algo\":\"rd\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10,\"b_us_per_byte\":0.0005},"
-               "{\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10.5,\"b_us_per_byte\":0.0005}"
-               "],\"points\":[]}");
+/* A calibration file FILE of two fitted lines for 2 ranks on TRANSPORT, every size: algorithm A predicted A_US
+ * microseconds + PER_BYTE us a byte, B B_US + PER_BYTE. */
+static const char *two_fits(const char *file, const char *transport, const char *a, double a_us, const char *b, double b_us,
+                            double per_byte) {
+    return th_write_tmp(file, "{\"version\":1,\"links\":[],\"fits\":["
+               "{\"transport\":\"%s\",\"algo\":\"%s\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":%g,\"b_us_per_byte\":%g},"
+               "{\"transport\":\"%s\",\"algo\":\"%s\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":%g,\"b_us_per_byte\":%g}"
+               "],\"points\":[]}", transport, a, a_us, per_byte, transport, b, b_us, per_byte);
 }
+
+/* tcp, 2 ranks: rd predicted 10 us + 0.5 ns/B, ring 5 % slower, so the model alone takes rd everywhere */
+static const char *close_tuning(void) { return two_fits("close.json", "tcp", "rd", 10, "ring", 10.5, 0.0005); }
 
 /* The algo column (rank 0's algorithm) of a bench following TUNING over TRANSPORT, sizes 8 B to 32 KiB (x64), every
  * element checked, WARMUP untimed calls per size so that a size's probe calls are over before the timed one
@@ -254,12 +259,7 @@ TEST_T(auto_confirms_close_candidates_online_and_every_rank_agrees, 150) {
 }
 
 /* shm, 2 ranks: direct predicted 10 us + 0.5 ns/B, ring 5 % slower: the model alone takes direct everywhere. */
-static const char *close_shm_tuning(void) {
-    return th_write_tmp("close_shm.json", "{\"version\":1,\"links\":[],\"fits\":["
-               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10,\"b_us_per_byte\":0.0005},"
-               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":10.5,\"b_us_per_byte\":0.0005}"
-               "],\"points\":[]}");
-}
+static const char *close_shm_tuning(void) { return two_fits("close_shm.json", "shm", "direct", 10, "ring", 10.5, 0.0005); }
 
 /* By default (BATON_TUNING_PROBE unset or auto) auto times close candidates on shared memory with 2 ranks (docs/plan.md:
  * there the calibration's order did not hold from job to job), and not over tcp (the close test above). The state
@@ -278,12 +278,7 @@ TEST_T(auto_times_close_candidates_by_default_on_shm_with_2_ranks, 150) {
 }
 
 /* shm, 2 ranks: direct predicted 20 ms a call, ring 20.5: long calls (a probe block of one call), close. */
-static const char *long_shm_tuning(void) {
-    return th_write_tmp("long_shm.json", "{\"version\":1,\"links\":[],\"fits\":["
-               "{\"transport\":\"shm\",\"algo\":\"direct\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":20000,\"b_us_per_byte\":0},"
-               "{\"transport\":\"shm\",\"algo\":\"ring\",\"ranks\":2,\"lo\":4,\"hi\":1e9,\"a_us\":20500,\"b_us_per_byte\":0}"
-               "],\"points\":[]}");
-}
+static const char *long_shm_tuning(void) { return two_fits("long_shm.json", "shm", "direct", 20000, "ring", 20500, 0); }
 
 /* How many times rank 0 logged a probe's decision for BYTES (BATON_LOG_LEVEL=debug). */
 static int decisions(const char *out, long bytes) {

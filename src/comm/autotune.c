@@ -14,19 +14,18 @@
  * fits identically and rank 0 adds to the cache (written atomically, 0600, in baton's private directory).
  *
  * Online confirmation (BATON_TUNING_PROBE=F; by default 0.25 on shared memory with 2 ranks and off elsewhere,
- * docs/plan.md says why): where candidates are
- * predicted within that fraction of the fastest, the calibration cannot rank them (the order of two such
+ * docs/plan.md says why): where candidates are predicted within that fraction of the fastest, the
+ * calibration cannot rank them (the order of two such
  * algorithms flips from job to job on this machine, docs/plan.md), so after one lead-in call (the model's
  * choice, not timed) the size's next calls run each of them in blocks of consecutive calls, A B C, C B A,
  * A B C (1 to 16 calls a block: about PROBE_BUDGET_S of calls per candidate; a block's first call, after
  * another algorithm's, is not counted when the block has 3 or more). Before the first probe the shared-memory
  * segment's pages are mapped in (baton__shm_prefault), so no candidate pays another's first touches.
- * After the last one every rank contributes its times to one all-reduce (MIN: each call's time on the rank
- * that entered it last, which did not wait for the others to arrive; until 2026-11-26 23:20 UTC MAX, which
- * counted the arrival skew whatever ran before left, e.g. baton bench's own 8-byte reductions after a timed
- * run), so every rank takes the same algorithm: the one with the smallest median, the model's choice unless
- * another is at least PROBE_CLEAR faster. Until 2026-11-27 the calls alternated candidate by candidate, at
- * most 5 per candidate, and the smallest lower median won (docs/plan.md: why blocks and medians). */
+ * After the last one every rank contributes each block's time per call (its calls' times added up on that
+ * rank) to one all-reduce (MIN: the fastest rank's), so every rank takes the same algorithm: the one with the
+ * smallest median over its blocks, the model's choice unless another is at least PROBE_CLEAR faster. Until
+ * 2026-11-27 the calls alternated candidate by candidate, at most 5 per candidate, each timed on the rank that
+ * entered it last, and the smallest lower median won (docs/plan.md: why blocks, block times and medians). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,16 +235,22 @@ static int candidates(const baton_comm *c, baton_algo *cands, int *link) {
 
 #define CACHE_WAYS 8
 
-/* Where call i of a slot's probe goes: the candidate (index into slot->cand) and its block (0 to
- * BATON_AUTOTUNE_PROBE_ROUNDS - 1), or -1 for an uncounted call (call 0, the lead-in; a block's first call).
- * Blocks after the lead-in: cand 0, 1, .., n-1, then n-1, .., 0, then 0, 1, .. again. */
+/* Where call i of a slot's probe goes: the candidate (index into slot->cand), and when block is not NULL its
+ * block (0 to BATON_AUTOTUNE_PROBE_ROUNDS - 1), or -1 for an uncounted call (call 0, the lead-in; a block's first
+ * call). Blocks after the lead-in: cand 0, 1, .., n-1, then n-1, .., 0, then 0, 1, .. again. */
 static int probe_cand(const baton_tune_slot *s, int i, int *block) {
-    *block = -1;
+    if (block) *block = -1;
     if (i == 0) return 0;
     i--;
     int b = i / s->len, q = i % s->len, r = b / s->ncand, p = b % s->ncand;
-    if (s->len < 3 || q > 0) *block = r;
+    if (block && (s->len < 3 || q > 0)) *block = r;
     return r % 2 ? s->ncand - 1 - p : p;
+}
+
+/* Every size chooses again (a calibration or a machine state that the choices so far did not see). */
+static void forget_choices(baton_comm *c) {
+    memset(c->tune_cache, 0, sizeof c->tune_cache);
+    c->tune_long_algo = 0;
 }
 
 /* Counted calls per block, and calls of the whole probe (the lead-in included). */
@@ -274,9 +279,8 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     baton_tune_slot *sl = &c->tune_cache[slot];
     if (sl->bytes1 == bytes + 1) {
         if (!sl->ncand) return (baton_algo)sl->algo;
-        int sample;
         c->tune_probe = (int)slot + 1;
-        return (baton_algo)sl->cand[probe_cand(sl, sl->next, &sample)]; /* sample: unused here */
+        return (baton_algo)sl->cand[probe_cand(sl, sl->next, NULL)];
     }
     baton_algo best = BATON_ALGO_AUTO;
     double pred[3], best_s = 0, fixed_s = 0;
@@ -330,9 +334,8 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
         baton__shm_prefault(c->shm);
         c->tune_prefaulted = 1;
     }
-    int sample;
     c->tune_probe = (int)slot + 1;
-    return (baton_algo)sl->cand[probe_cand(sl, 0, &sample)];
+    return (baton_algo)sl->cand[probe_cand(sl, 0, NULL)];
 }
 
 /* Test knob: BATON_TEST_TUNE_PROBE=RANK:ALGO:US[:even|odd][,...] adds US microseconds (negative: takes them off)
@@ -461,8 +464,7 @@ int baton__autotune_state_check(baton_comm *c) {
         return BATON_OK;
     }
     c->tune_state = BATON_TUNE_STATE_DIFFERS;
-    memset(c->tune_cache, 0, sizeof c->tune_cache); /* every size chooses again, timing its candidates */
-    c->tune_long_algo = 0;
+    forget_choices(c); /* every size chooses again, timing its candidates */
     BATON_INFO("--algo auto: an 8-byte all-reduce takes %.2f us, %.2fx the calibration's %.2f us: the machine is not in "
                "the calibration's state, so each size's first calls time every algorithm (BATON_TUNING_STATE=off: the "
                "model alone)", worst * 1e6, ratio, pred * 1e6);
@@ -596,8 +598,7 @@ int baton__autotune_first_use(baton_comm *c) {
     fresh.npoints = 0;
     if (rc >= 0) rc = adopt_fits(c, &fresh);
     if (rc >= 0) {
-        memset(c->tune_cache, 0, sizeof c->tune_cache);
-        c->tune_long_algo = 0;
+        forget_choices(c);
         BATON_INFO("--algo auto: %s", c->tuning->nfits ? "calibrated at first use" : "first-use calibration gave no fits");
     }
     baton__tuning_free(&fresh);

@@ -441,16 +441,16 @@ static uint8_t *chan_data(baton_shm *s, int src, int dst) {
     return (uint8_t *)chan_ctl(s, src, dst) + sizeof(baton_shm_chan_ctl);
 }
 
-/* One byte of every page of [p, p + bytes), the last byte's page included. */
+/* One byte of every page of [p, p + bytes) (bytes > 0), the last byte's page included. */
 static void touch_written(void *p, size_t bytes, size_t page) {
-    for (size_t o = 0; o < bytes; o = o + page < bytes || o == bytes - 1 ? o + page : bytes - 1)
-        __atomic_fetch_add((uint8_t *)p + o, 0, __ATOMIC_RELAXED);
+    for (size_t o = 0; o < bytes; o += page) __atomic_fetch_add((uint8_t *)p + o, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint8_t *)p + bytes - 1, 0, __ATOMIC_RELAXED);
 }
 
 static uint8_t touch_read(const void *p, size_t bytes, size_t page) {
-    uint8_t sink = 0;
-    for (size_t o = 0; o < bytes; o = o + page < bytes || o == bytes - 1 ? o + page : bytes - 1)
-        sink ^= ((const volatile uint8_t *)p)[o];
+    const volatile uint8_t *v = p;
+    uint8_t sink = v[bytes - 1];
+    for (size_t o = 0; o < bytes; o += page) sink ^= v[o];
     return sink;
 }
 
