@@ -118,6 +118,30 @@ TEST(waits_stop_spinning_when_ranks_outnumber_cpus) {
     ASSERT_EQ_INT(baton__backoff_oversubscribed(), 0);
 }
 
+/* With more ranks than CPUs at all (3 on 2 cores, not yet oversubscribed past 4 per CPU), a wait starts at
+ * sched_yield instead of spinning 4000 pauses on a CPU the awaited rank may share; with a CPU each it spins
+ * first. A thread told to nap from its first wait (a comm thread) still naps. */
+TEST(waits_start_at_yield_when_ranks_share_cpus) {
+    baton_backoff b;
+    baton__backoff_set_load(3, 2);
+    ASSERT_EQ_INT(baton__backoff_cpus_shared(), 1);
+    ASSERT_EQ_INT(baton__backoff_oversubscribed(), 0);
+    baton__backoff_init(&b);
+    ASSERT_EQ_INT(baton__backoff_naps(&b), 0);
+    baton__backoff(&b);
+    ASSERT_EQ_INT((int)b.iter, 4001); /* the first call was the first sched_yield */
+    baton__backoff_no_spin(BATON__WAIT_NAP);
+    baton__backoff_init(&b);
+    ASSERT_EQ_INT(baton__backoff_naps(&b), 1);
+    baton__backoff_no_spin(BATON__WAIT_SPIN);
+    baton__backoff_set_load(2, 2);
+    ASSERT_EQ_INT(baton__backoff_cpus_shared(), 0);
+    baton__backoff_init(&b);
+    baton__backoff(&b);
+    ASSERT_EQ_INT((int)b.iter, 1);    /* a pause */
+    baton__backoff_set_load(1, 2);
+}
+
 /* Past the limit, the launcher and baton_init refuse at once (before starting or joining anything), each
  * with one line naming BATON_SHM_MAX_LOCAL (not at the join timeout, which is longer than the test's). */
 TEST(launcher_and_init_refuse_513_local_ranks) {

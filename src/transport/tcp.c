@@ -708,7 +708,7 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     long spin_us = 50;
     int rc = baton__env_long("BATON_TCP_SPIN_US", 50, 0, 10000, &spin_us);
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
-    if (rc == BATON_ENOTFOUND && baton__backoff_oversubscribed()) spin_us = 0; /* the spin takes a peer's core */
+    if (rc == BATON_ENOTFOUND && baton__backoff_cpus_shared()) spin_us = 0; /* the spin takes a peer's core */
     int bufsz, cc_mode;
     char cc[16];
     if ((rc = buf_bytes(&bufsz)) < 0) return rc;

@@ -50,6 +50,11 @@ enum { BACKOFF_SPIN = 4000, BACKOFF_YIELD = 200, NAP_MIN_NS = 1000, NAP_MAX_NS =
  * 10 ms), so that waiters leave the run queue to the ranks that can move. */
 enum { OVERSUB_RATIO = 4, OVERSUB_YIELD = 8, OVERSUB_NAP_MAX_NS = 10000000 };
 static _Atomic uint32_t nap_max_ns = NAP_MAX_NS; /* > NAP_MAX_NS: oversubscribed */
+/* More ranks than CPUs at all (3 or 4 ranks on 2 cores): two ranks share a CPU, and a rank spinning for the
+ * one it shares its CPU with holds that CPU until the 4000 pauses run out (about 90 us here): every
+ * all-reduce of 8 bytes took 95 us with 3 ranks on 2 cores, where starting at sched_yield gives 7-11 us
+ * (docs/plan.md, "Waits with more ranks than CPUs"). So every wait starts at sched_yield then. */
+static _Atomic int cpus_shared = 0;
 
 void baton__backoff_set_load(int ranks, int cpus) {
     if (cpus < 1) cpus = 1;
@@ -59,7 +64,10 @@ void baton__backoff_set_load(int ranks, int cpus) {
         if (nap > OVERSUB_NAP_MAX_NS) nap = OVERSUB_NAP_MAX_NS;
     }
     atomic_store_explicit(&nap_max_ns, (uint32_t)nap, memory_order_relaxed);
+    atomic_store_explicit(&cpus_shared, ranks > cpus, memory_order_relaxed);
 }
+
+int baton__backoff_cpus_shared(void) { return atomic_load_explicit(&cpus_shared, memory_order_relaxed); }
 
 int baton__backoff_oversubscribed(void) {
     return atomic_load_explicit(&nap_max_ns, memory_order_relaxed) > NAP_MAX_NS;
@@ -79,9 +87,10 @@ void baton__backoff_no_spin(int from) { wait_from = from; }
 /* Where the next call stands: 0 spin, 1 yield, 2 nap (moves a thread that skips the spin phase past it). */
 static int backoff_phase(baton_backoff *b) {
     if (b->iter < BACKOFF_SPIN) {
-        if (wait_from == BATON__WAIT_SPIN) return 0;
+        int from = wait_from == BATON__WAIT_SPIN && baton__backoff_cpus_shared() ? BATON__WAIT_YIELD : wait_from;
+        if (from == BATON__WAIT_SPIN) return 0;
         /* straight to the yield phase (sched_yield hands the CPU to the working thread), or to the naps */
-        b->iter = wait_from == BATON__WAIT_NAP ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
+        b->iter = from == BATON__WAIT_NAP ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;
     }
     return b->iter < BACKOFF_SPIN + BACKOFF_YIELD ? 1 : 2;
 }

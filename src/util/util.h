@@ -72,6 +72,9 @@ void baton__backoff(baton_backoff *b);
  * skip spinning, nap early and nap longer (baton__backoff_oversubscribed() is then 1). */
 void baton__backoff_set_load(int ranks, int cpus);
 int baton__backoff_oversubscribed(void);
+/* 1 when this node's ranks outnumber its CPUs at all (3 ranks on 2 cores): then every wait starts at the
+ * sched_yield phase, as BATON__WAIT_YIELD below (a spin would hold the CPU the awaited rank may need). */
+int baton__backoff_cpus_shared(void);
 /* For the calling thread only: where its waits start. BATON__WAIT_SPIN (the default) spins, then yields, then
  * naps; BATON__WAIT_YIELD skips the spin phase and starts at sched_yield; BATON__WAIT_NAP also skips the yield
  * phase and naps from the first call. For a thread that shares its only CPU with a
