@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -47,6 +48,7 @@ typedef struct {
     baton_transport base;
     int *fds;          /* [world] socket per peer; -1: not connected (yet), and for this rank */
     uint64_t spin_ns;  /* busy-poll budget before blocking in ppoll */
+    int yield_spin;    /* the busy-poll yields the CPU between polls (this node's ranks outnumber its CPUs) */
     int respin;        /* spin again after every wake-up (ranks on this host <= cores), else once per call */
     int listen_fd;     /* our own duplicate of the rank's listening socket; -1 when no higher rank can come */
     int bufsz;         /* BATON_TCP_BUF_KB in bytes (0: kernel autotuning) */
@@ -588,7 +590,11 @@ static int tcp_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
                                speer, sdone, sbytes);
         }
         if (!spun) { spun = 1; spin_until = now + t->spin_ns; }
-        if (now < spin_until) { baton__cpu_relax(); continue; }
+        if (now < spin_until) {
+            if (t->yield_spin) sched_yield(); /* a rank sharing this CPU may be the one we wait for */
+            else baton__cpu_relax();
+            continue;
+        }
         struct pollfd p[3];
         int np = 0;
         if (sfd >= 0 && (shdr_done < shdr_len || sdone < sbytes)) p[np++] = (struct pollfd){sfd, POLLOUT, 0};
@@ -708,7 +714,7 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     long spin_us = 50;
     int rc = baton__env_long("BATON_TCP_SPIN_US", 50, 0, 10000, &spin_us);
     if (rc < 0 && rc != BATON_ENOTFOUND) return rc;
-    if (rc == BATON_ENOTFOUND && baton__backoff_cpus_shared()) spin_us = 0; /* the spin takes a peer's core */
+    if (rc == BATON_ENOTFOUND && baton__backoff_oversubscribed()) spin_us = 0; /* the spin takes a peer's core */
     int bufsz, cc_mode;
     char cc[16];
     if ((rc = buf_bytes(&bufsz)) < 0) return rc;
@@ -732,6 +738,10 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     t->base.world = world;
     t->fds = fds;
     t->spin_ns = (uint64_t)spin_us * 1000u;
+    /* With more ranks than CPUs a pause loop holds a CPU that a rank we wait for may share; polling between
+     * sched_yield calls hands it over and still catches the data without a sleep and wake-up (3 ranks on 2
+     * cores, 8 bytes: 103 us with pauses, 55 us with no spin, 32 us with yields; docs/plan.md). */
+    t->yield_spin = baton__backoff_cpus_shared();
     t->respin = (int)respin;
     t->bufsz = bufsz;
     t->cc_mode = cc_mode;
