@@ -11,7 +11,9 @@
 #   bench/allreduce_vs_mpi.sh --no-tcp | --no-shm
 #
 # Options: -b MIN -e MAX (shm sizes, default 8 and 256M), --tcp-b MIN --tcp-e MAX (default 4 and 64M),
-# -f FACTOR (2), -n ITERS (20), -w WARMUP (5), -r REPEATS (3), --peers-only, --no-tcp, --no-shm.
+# -f FACTOR (2), -n ITERS (20), -w WARMUP (5), -r REPEATS (3), --peers-only, --no-tcp, --no-shm,
+# --ranks N (2: ranks of every run; more ranks than cores share them, e.g. --ranks 3 --no-tcp; the issue's
+# floors are scored for 2 ranks only).
 # Raw outputs: bench/out/runs/; the tables also go to bench/out/allreduce_vs_mpi.md.
 # Every harness times the same way as `baton bench`: -w warm-up iterations, then up to 3 rounds of
 # (barrier, time `iters` iterations, slowest rank's time), the first with -n iterations, the next sized to
@@ -23,7 +25,7 @@ OUT=$ROOT/bench/out
 BUILD=${BUILD:-build}
 
 minb=8 maxb=256M tminb=4 tmaxb=64M factor=2 iters=20 warmup=5 reps=3
-peers_only=0 do_tcp=1 do_shm=1
+peers_only=0 do_tcp=1 do_shm=1 ranks=2
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) minb=$2; shift 2 ;;
@@ -37,11 +39,14 @@ while [ $# -gt 0 ]; do
     --peers-only) peers_only=1; shift ;;
     --no-tcp) do_tcp=0; shift ;;
     --no-shm) do_shm=0; shift ;;
+    --ranks) ranks=$2; shift 2 ;;
     -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_vs_mpi.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$reps" in ''|*[!0-9]*|0) echo "allreduce_vs_mpi.sh: -r wants a positive integer, got '$reps'" >&2; exit 2 ;; esac
+case "$ranks" in ''|*[!0-9]*|0|1) echo "allreduce_vs_mpi.sh: --ranks wants a whole number from 2 to 64, got '$ranks'" >&2; exit 2 ;; esac
+[ "$ranks" -le 64 ] || { echo "allreduce_vs_mpi.sh: --ranks wants a whole number from 2 to 64, got '$ranks'" >&2; exit 2; }
 
 # ---- packages -------------------------------------------------------------------------------------------
 PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev g++ gcc make python3"
@@ -74,17 +79,20 @@ ompi_root=""
 [ "$(id -u)" = 0 ] && ompi_root="--allow-run-as-root"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-run_openmpi() { timeout "$TO" mpirun.openmpi $ompi_root --oversubscribe -np 2 "$OUT/mpi_allreduce.openmpi" $ARGS_SHM; }
-run_mpich() { timeout "$TO" mpirun.mpich -launcher fork -np 2 "$OUT/mpi_allreduce.mpich" $ARGS_SHM; }
-run_baton_shm() { timeout "$TO" "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce $ARGS_SHM; }
-run_baton_tcp() { timeout "$TO" "$BUILD/baton" run -n 2 -- "$BUILD/baton" bench allreduce --transport tcp $ARGS_TCP; }
-run_gloo() {  # $1: ring | chunked
+run_openmpi() { timeout "$TO" mpirun.openmpi $ompi_root --oversubscribe -np "$ranks" "$OUT/mpi_allreduce.openmpi" $ARGS_SHM; }
+run_mpich() { timeout "$TO" mpirun.mpich -launcher fork -np "$ranks" "$OUT/mpi_allreduce.mpich" $ARGS_SHM; }
+run_baton_shm() { timeout "$TO" "$BUILD/baton" run -n "$ranks" -- "$BUILD/baton" bench allreduce $ARGS_SHM; }
+run_baton_tcp() { timeout "$TO" "$BUILD/baton" run -n "$ranks" -- "$BUILD/baton" bench allreduce --transport tcp $ARGS_TCP; }
+run_gloo() {  # $1: ring | chunked; ranks 1.. in the background, rank 0 prints
     d=$(mktemp -d "${TMPDIR:-/tmp}/gloo_store.XXXXXX")
-    RANK=1 WORLD_SIZE=2 GLOO_STORE=$d timeout "$TO" "$OUT/gloo_allreduce" $ARGS_TCP --algo "$1" >/dev/null &
-    pid=$!
+    pids=""
+    for k in $(seq 1 $((ranks - 1))); do
+        RANK=$k WORLD_SIZE=$ranks GLOO_STORE=$d timeout "$TO" "$OUT/gloo_allreduce" $ARGS_TCP --algo "$1" >/dev/null &
+        pids="$pids $!"
+    done
     rc=0
-    RANK=0 WORLD_SIZE=2 GLOO_STORE=$d timeout "$TO" "$OUT/gloo_allreduce" $ARGS_TCP --algo "$1" || rc=$?
-    wait "$pid" || rc=$?
+    RANK=0 WORLD_SIZE=$ranks GLOO_STORE=$d timeout "$TO" "$OUT/gloo_allreduce" $ARGS_TCP --algo "$1" || rc=$?
+    for p in $pids; do wait "$p" || rc=$?; done
     rm -rf "$d"
     return $rc
 }
@@ -108,6 +116,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
     echo "args_shm $ARGS_SHM"
     echo "args_tcp $ARGS_TCP"
     echo "reps $reps"
+    echo "ranks $ranks"
 } >"$OUT/runs/meta.txt"
 
 rm -f "$OUT"/runs/*.out "$OUT"/runs/*.err
@@ -139,13 +148,16 @@ def load(name):
         for line in lines:
             f = line.replace(",", " ").split()
             if len(f) >= 9 and f[0].isdigit():
-                if f[8] != "0":
+                if f[8] not in ("0", "N/A"):  # N/A: baton bench without -c checks nothing
                     print(f"WARNING: {name} repeat {rep} size {f[0]}: {f[8]} wrong elements")
                 t.setdefault(int(f[0]), []).append(float(f[5]))
     return t
 
-def busbw(size, us):  # 2 ranks: busbw = algbw x 2(n-1)/n = algbw
-    return size / (us * 1e-6) / 1e9 * (2 * (2 - 1) / 2) if us > 0 else 0.0
+meta = dict(l.split(" ", 1) for l in open(f"{runs_dir}/meta.txt").read().splitlines() if " " in l)
+ranks = int(meta.get("ranks", "2"))
+
+def busbw(size, us):  # busbw = algbw x 2(n-1)/n
+    return size / (us * 1e-6) / 1e9 * (2 * (ranks - 1) / ranks) if us > 0 else 0.0
 
 def human(b):
     for unit, s in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
@@ -153,7 +165,6 @@ def human(b):
             return f"{b // s}{unit}"
     return str(b)
 
-meta = dict(l.split(" ", 1) for l in open(f"{runs_dir}/meta.txt").read().splitlines() if " " in l)
 mc = []
 for rep in range(1, reps + 1):
     try:
@@ -162,7 +173,7 @@ for rep in range(1, reps + 1):
         pass
 print(f"machine: {meta.get('cpu')}, nproc {meta.get('nproc')}, OPENBLAS_CORETYPE={meta.get('OPENBLAS_CORETYPE')}")
 print(f"date: {meta.get('date')}; load average before {meta.get('load_before')}, after {meta.get('load_after')}")
-print(f"medians of {reps} repeats; f32 sum, out of place, 2 ranks; busbw = algbw x 2(n-1)/n")
+print(f"medians of {reps} repeats; f32 sum, out of place, {ranks} ranks; busbw = algbw x 2(n-1)/n")
 if mc:
     print(f"memcpy ceiling (one core, 64 MiB, bytes copied per second): {statistics.median(mc):.2f} GB/s")
 print()
@@ -179,7 +190,7 @@ def table(title, names, labels, floors):
     print()
     hdr = ["size"] + [f"{labels[n]} us" for n in data] + [f"{labels[n]} busbw GB/s" for n in data]
     if mine:
-        hdr += ["baton/best peer busbw", "baton/best peer time", "floor"]
+        hdr += ["baton/best peer busbw", "baton/best peer time"] + (["floor"] if ranks == 2 else [])
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for s in sizes:
@@ -192,9 +203,9 @@ def table(title, names, labels, floors):
             if b and pt:
                 best = min(pt)
                 ratio_bw, ratio_t = best / b, b / best
-                row += [f"{ratio_bw:.2f}x", f"{ratio_t:.2f}x", floors(s, b, best)]
+                row += [f"{ratio_bw:.2f}x", f"{ratio_t:.2f}x"] + ([floors(s, b, best)] if ranks == 2 else [])
             else:
-                row += ["-", "-", "-"]
+                row += ["-", "-"] + (["-"] if ranks == 2 else [])
         print("| " + " | ".join(row) + " |")
     print()
 
@@ -216,6 +227,6 @@ def tcp_floor(size, t_baton, t_best):
 
 labels = {"openmpi": "Open MPI", "mpich": "MPICH", "baton_shm": "baton", "gloo_ring": "Gloo ring",
           "gloo_chunked": "Gloo ring-chunked", "baton_tcp": "baton tcp"}
-table("Shared memory, 2 local ranks: baton vs Open MPI and MPICH", shm_runs, labels, shm_floor)
-table("TCP loopback, 2 ranks: baton --transport tcp vs Gloo", tcp_runs, labels, tcp_floor)
+table(f"Shared memory, {ranks} local ranks: baton vs Open MPI and MPICH", shm_runs, labels, shm_floor)
+table(f"TCP loopback, {ranks} ranks: baton --transport tcp vs Gloo", tcp_runs, labels, tcp_floor)
 PY
