@@ -8,10 +8,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -739,8 +739,8 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     t->fds = fds;
     t->spin_ns = (uint64_t)spin_us * 1000u;
     /* With more ranks than CPUs a pause loop holds a CPU that a rank we wait for may share; polling between
-     * sched_yield calls hands it over and still catches the data without a sleep and wake-up (3 ranks on 2
-     * cores, 8 bytes: 103 us with pauses, 55 us with no spin, 32 us with yields; docs/plan.md). */
+     * sched_yield calls hands it over and still catches the data without a sleep and wake-up (rd, 3 ranks on 2
+     * cores, 8 bytes: 103 us with pauses, 45 us with no spin, 28 us with yields; docs/plan.md). */
     t->yield_spin = baton__backoff_cpus_shared();
     t->respin = (int)respin;
     t->bufsz = bufsz;

@@ -68,8 +68,9 @@ typedef struct {
 } baton_backoff;
 void baton__backoff_init(baton_backoff *b);
 void baton__backoff(baton_backoff *b);
-/* Process-wide, set by baton_init: this node's ranks and the CPUs they share. Past 4 ranks per CPU waits
- * skip spinning, nap early and nap longer (baton__backoff_oversubscribed() is then 1). */
+/* Process-wide, set by baton_init: this node's ranks and the CPUs they share. With more ranks than CPUs waits
+ * skip spinning (baton__backoff_cpus_shared() is then 1); past 4 ranks per CPU they also nap early and nap
+ * longer (baton__backoff_oversubscribed() is then 1). */
 void baton__backoff_set_load(int ranks, int cpus);
 int baton__backoff_oversubscribed(void);
 /* 1 when this node's ranks outnumber its CPUs at all (3 ranks on 2 cores): then every wait starts at the
