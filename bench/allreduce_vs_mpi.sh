@@ -45,8 +45,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$reps" in ''|*[!0-9]*|0) echo "allreduce_vs_mpi.sh: -r wants a positive integer, got '$reps'" >&2; exit 2 ;; esac
-case "$ranks" in ''|*[!0-9]*|0|1) echo "allreduce_vs_mpi.sh: --ranks wants a whole number from 2 to 64, got '$ranks'" >&2; exit 2 ;; esac
-[ "$ranks" -le 64 ] || { echo "allreduce_vs_mpi.sh: --ranks wants a whole number from 2 to 64, got '$ranks'" >&2; exit 2; }
+case "$ranks" in ''|*[!0-9]*) ok=0 ;; *) ok=$((ranks >= 2 && ranks <= 64)) ;; esac
+[ "$ok" = 1 ] || { echo "allreduce_vs_mpi.sh: --ranks wants a whole number from 2 to 64, got '$ranks'" >&2; exit 2; }
 
 # ---- packages -------------------------------------------------------------------------------------------
 PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev g++ gcc make python3"
@@ -155,6 +155,7 @@ def load(name):
 
 meta = dict(l.split(" ", 1) for l in open(f"{runs_dir}/meta.txt").read().splitlines() if " " in l)
 ranks = int(meta.get("ranks", "2"))
+scored = ranks == 2  # the floors are for 2 ranks
 
 def busbw(size, us):  # busbw = algbw x 2(n-1)/n
     return size / (us * 1e-6) / 1e9 * (2 * (ranks - 1) / ranks) if us > 0 else 0.0
@@ -190,7 +191,7 @@ def table(title, names, labels, floors):
     print()
     hdr = ["size"] + [f"{labels[n]} us" for n in data] + [f"{labels[n]} busbw GB/s" for n in data]
     if mine:
-        hdr += ["baton/best peer busbw", "baton/best peer time"] + (["floor"] if ranks == 2 else [])
+        hdr += ["baton/best peer busbw", "baton/best peer time"] + (["floor"] if scored else [])
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for s in sizes:
@@ -203,9 +204,9 @@ def table(title, names, labels, floors):
             if b and pt:
                 best = min(pt)
                 ratio_bw, ratio_t = best / b, b / best
-                row += [f"{ratio_bw:.2f}x", f"{ratio_t:.2f}x"] + ([floors(s, b, best)] if ranks == 2 else [])
+                row += [f"{ratio_bw:.2f}x", f"{ratio_t:.2f}x"] + ([floors(s, b, best)] if scored else [])
             else:
-                row += ["-", "-"] + (["-"] if ranks == 2 else [])
+                row += ["-", "-"] + (["-"] if scored else [])
         print("| " + " | ".join(row) + " |")
     print()
 
