@@ -97,6 +97,34 @@ TEST_T(mismatches_detected, 300) {
     }
 }
 
+/* How a wait polls: with more ranks on the node than CPUs, between sched_yield calls and for 1 ms (a pure
+ * 50 us spin held the CPU that the awaited rank shared, and the naps after it made 8-byte all-reduces of 3
+ * ranks on 2 cores take 370-430 us instead of 33-41); otherwise 50 us of spin. taskset makes the CPU count
+ * the same on any machine of 2 CPUs or more. */
+static void wait_mode(int n, const char *cpus, const char *env, const char *want) {
+    need_plugin();
+    char prog[1024], *out = NULL;
+    snprintf(prog, sizeof prog, "exec taskset -c %s %s bench allreduce -b 8 -e 8 -n 20 -w 2", cpus, th_baton());
+    char e[256];
+    snprintf(e, sizeof e, "BATON_LOG_LEVEL=debug %s", env);
+    int rc = mpi_job(n, n, e, prog, 100, &out, NULL);
+    int seen = 0;
+    for (const char *p = out; (p = strstr(p, want)); p++) seen++;
+    if (rc != 0 || seen != n) fprintf(stderr, "--- exit %d, want %d x '%s':\n%s\n", rc, n, want, out);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_EQ_INT(seen, n);
+    free(out);
+}
+TEST_T(waits_yield_when_ranks_outnumber_cpus, 120) {
+    wait_mode(2, "0", "", "mpi: a wait polls for 1000 us between sched_yield calls, then naps");
+}
+TEST_T(waits_spin_when_every_rank_has_a_cpu, 120) {
+    wait_mode(2, "0,1", "", "mpi: a wait polls for 50 us, then naps");
+}
+TEST_T(wait_spin_set_by_the_user_is_kept, 120) {
+    wait_mode(2, "0", "BATON_MPI_SPIN_US=70", "mpi: a wait polls for 70 us between sched_yield calls, then naps");
+}
+
 /* A rank stopped (SIGSTOP) in the middle of a stream of all-reduces is named by its peer when the collective
  * timeout runs out, and the job ends. */
 TEST_T(stopped_rank_named_within_timeout, 120) {

@@ -28,7 +28,7 @@
 
 #include "transport/transport.h"
 
-#define BATON_MPI_PLUGIN_ABI 1
+#define BATON_MPI_PLUGIN_ABI 2
 #define BATON_MPI_PLUGIN_SYMBOL "baton_mpi_plugin_v1"
 #define BATON_MPI_PLUGIN_NAME "libbaton-mpi.so"
 
@@ -37,6 +37,9 @@ typedef struct {
     int abi;                                               /* BATON_MPI_PLUGIN_ABI */
     int (*fail)(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
     void (*debug)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+    /* 1 when this node's ranks outnumber its CPUs (baton__backoff_cpus_shared): a wait then polls between
+     * sched_yield calls, since the rank it waits for may share its CPU. Known once the transport is opened. */
+    int (*cpus_shared)(void);
 } baton_mpi_host;
 
 typedef struct {

@@ -25,7 +25,8 @@ static void host_debug(const char *fmt, ...) {
     BATON_DEBUG("%s", buf);
 }
 
-static const baton_mpi_host host_ = {.abi = BATON_MPI_PLUGIN_ABI, .fail = baton__fail, .debug = host_debug};
+static const baton_mpi_host host_ = {
+    .abi = BATON_MPI_PLUGIN_ABI, .fail = baton__fail, .debug = host_debug, .cpus_shared = baton__backoff_cpus_shared};
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 static const baton_mpi_plugin *plugin_;
