@@ -97,10 +97,11 @@ TEST_T(mismatches_detected, 300) {
     }
 }
 
-/* How a wait polls: with more ranks on the node than CPUs, between sched_yield calls and for 1 ms (a pure
- * 50 us spin held the CPU that the awaited rank shared, and the naps after it made 8-byte all-reduces of 3
- * ranks on 2 cores take 370-430 us instead of 33-41); otherwise 50 us of spin. taskset makes the CPU count
- * the same on any machine of 2 CPUs or more. */
+/* How a wait polls before it naps: 1 ms (50 us made waits that once ran into their naps wake late, and
+ * their peers' waits then too: 8-byte all-reduces of 2 ranks took 150-220 us instead of 1), between
+ * sched_yield calls when the node's ranks outnumber its CPUs (a pure spin held the CPU the awaited rank
+ * shared: 3 ranks on 2 cores, 370-430 us instead of 33); 50 us on a comm thread whose waits nap. taskset
+ * makes the CPU count the same on any machine of 2 CPUs or more. */
 static void wait_mode(int n, const char *cpus, const char *env, const char *want) {
     need_plugin();
     char prog[1024], *out = NULL;
@@ -116,13 +117,13 @@ static void wait_mode(int n, const char *cpus, const char *env, const char *want
     free(out);
 }
 TEST_T(waits_yield_when_ranks_outnumber_cpus, 120) {
-    wait_mode(2, "0", "", "mpi: a wait polls for 1000 us between sched_yield calls, then naps");
+    wait_mode(2, "0", "", "mpi: a wait polls for 1000 us (50 us on a thread whose waits nap) between sched_yield calls, then naps");
 }
-TEST_T(waits_spin_when_every_rank_has_a_cpu, 120) {
-    wait_mode(2, "0,1", "", "mpi: a wait polls for 50 us, then naps");
+TEST_T(waits_spin_1ms_when_every_rank_has_a_cpu, 120) {
+    wait_mode(2, "0,1", "", "mpi: a wait polls for 1000 us (50 us on a thread whose waits nap), then naps");
 }
 TEST_T(wait_spin_set_by_the_user_is_kept, 120) {
-    wait_mode(2, "0", "BATON_MPI_SPIN_US=70", "mpi: a wait polls for 70 us between sched_yield calls, then naps");
+    wait_mode(2, "0", "BATON_MPI_SPIN_US=70", "mpi: a wait polls for 70 us (70 us on a thread whose waits nap) between sched_yield calls, then naps");
 }
 
 /* A rank stopped (SIGSTOP) in the middle of a stream of all-reduces is named by its peer when the collective

@@ -18,8 +18,9 @@ enum {
     PREFIX_BYTES = 16,                 /* u64 payload bytes, u32 segment bytes, u32 reserved */
     FIRST_BYTES = 16 << 10,            /* payload carried by the first message of each send */
     STAGE_BYTES = PREFIX_BYTES + BATON_MSG_HDR_MAX + FIRST_BYTES,
-    TAG = 0x6261,
-    NAP_MIN_NS = 10000, NAP_MAX_NS = 200000, /* idle naps between tests, after the spin */                      /* every message (order per pair of ranks is MPI's non-overtaking rule) */
+    TAG = 0x6261,                      /* every message (order per pair of ranks is MPI's non-overtaking rule) */
+    NAP_MIN_NS = 10000, NAP_MAX_NS = 200000, /* idle naps between tests, after the spin */
+    BUSY_NS = 50000,                         /* the spin's first part polls without yielding */
 };
 
 static const baton_mpi_host *host_;
@@ -153,8 +154,8 @@ static void plugin_finalize(void) {
 typedef struct {
     baton_transport base;
     size_t seg;                        /* segment size this rank sends with (BATON_MPI_SEG_KB) */
-    int spin_us;                       /* busy-poll this long before napping between tests */
-    int yield_spin;                    /* the busy-poll yields the CPU between tests (ranks outnumber CPUs) */
+    int spin_us;                       /* poll this long before napping between tests (BATON_MPI_SPIN_US) */
+    int nap_spin_us;                   /* the same for a thread whose waits nap (host wait_mode NAP) */
     MPI_Request *req;                  /* [cap] */
     int *idx;                          /* [cap] Testsome's output */
     MPI_Status *st;                    /* [cap] */
@@ -242,7 +243,11 @@ static int mpi_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     }
     size_t reported = 0, rseg = 0, rfirst = 0;
     int nrsegs = 0, next_seg = 0; /* receive segments: count, and the first not yet reported */
-    uint64_t spin_until = now_ns() + (uint64_t)t->spin_us * 1000, nap_ns = 0;
+    int mode = host_->wait_mode();
+    uint64_t spin_ns = (uint64_t)(mode == BATON_MPI_WAIT_NAP ? t->nap_spin_us : t->spin_us) * 1000;
+    /* busy-polls first for at most BUSY_NS, unless ranks share CPUs; then polls between sched_yield calls */
+    uint64_t busy_ns = mode == BATON_MPI_WAIT_YIELD ? 0 : spin_ns < BUSY_NS ? spin_ns : BUSY_NS;
+    uint64_t now0 = now_ns(), spin_until = now0 + spin_ns, busy_until = now0 + busy_ns, nap_ns = 0;
     while (pending > 0) {
         int outcount = 0;
         mrc = MPI_Testsome(nreq, t->req, &outcount, t->idx, t->st);
@@ -323,9 +328,10 @@ static int mpi_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
          * work it waits for (the ranks can outnumber the cores); a sleeper is woken first. */
         if (outcount > 0) {
             nap_ns = 0;
-            spin_until = now + (uint64_t)t->spin_us * 1000;
+            spin_until = now + spin_ns;
+            busy_until = now + busy_ns;
         } else if (now <= spin_until) {
-            if (t->yield_spin) sched_yield(); /* the rank we wait for may share this CPU */
+            if (now > busy_until) sched_yield(); /* whoever we wait for may need this CPU */
         } else {
             nap_ns = nap_ns ? (nap_ns * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap_ns * 2) : NAP_MIN_NS;
             struct timespec ts = {0, (long)nap_ns};
@@ -364,13 +370,14 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
     if (seg_kb < 0)
         return host_->fail(BATON_EINVAL, "BATON_MPI_SEG_KB='%s' must be a number of KiB in [4, 1048576]",
                            getenv("BATON_MPI_SEG_KB"));
-    /* With more ranks than CPUs a tight poll holds a CPU that the rank it waits for may share, so the spin
-     * polls between sched_yield calls, and for longer: a peer sharing a CPU is often more than 50 us away,
-     * and a nap (10-200 us, plus the timer's slack) then makes this rank the late one of the next step.
-     * 3 ranks on 2 cores, --transport mpi on one node, 8 bytes: 370-430 us with 50 us of pure spin, 33-41
-     * with 1 ms of yield-polling (docs/cluster.md). */
-    int yield_spin = host_->cpus_shared();
-    long spin = env_long("BATON_MPI_SPIN_US", yield_spin ? 1000 : 50, 0, 10000);
+    /* The poll before the naps outlasts the longest nap several times over. With 50 us, a wait that once ran
+     * into its naps woke up to 200 us (plus the timer's slack) after its data came, made its peer's next wait
+     * run into naps too, and so on: 2 ranks on one machine, 8 bytes, 150-220 us over Open MPI's shared memory
+     * and 210 us over its TCP, against 1 and 15 us with 1 ms (docs/cluster.md). Past its first 50 us the poll
+     * yields between tests: a busy 1 ms held a CPU that the ranks of the other simulated node needed (2 nodes
+     * x 2 ranks on 2 cores, 8 bytes: 1260 us). A thread whose waits nap (a comm thread sharing its CPU with
+     * the caller's work) keeps 50 us: its polling takes that CPU from the work. */
+    long spin = env_long("BATON_MPI_SPIN_US", 1000, 0, 10000);
     if (spin < 0)
         return host_->fail(BATON_EINVAL, "BATON_MPI_SPIN_US='%s' must be a number of microseconds in [0, 10000]",
                            getenv("BATON_MPI_SPIN_US"));
@@ -381,8 +388,9 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
     t->base.world = world;
     t->seg = (size_t)seg_kb << 10;
     t->spin_us = (int)spin;
-    t->yield_spin = yield_spin;
-    host_->debug("mpi: a wait polls for %ld us%s, then naps", spin, yield_spin ? " between sched_yield calls" : "");
+    t->nap_spin_us = getenv("BATON_MPI_SPIN_US") && *getenv("BATON_MPI_SPIN_US") ? (int)spin : 50;
+    host_->debug("mpi: a wait polls for %d us (%d us on a thread whose waits nap)%s, then naps", t->spin_us,
+                 t->nap_spin_us, host_->wait_mode() == BATON_MPI_WAIT_YIELD ? " between sched_yield calls" : "");
     if (grow(t, 64) < 0) {
         mpi_close(&t->base);
         return BATON_ENOMEM;

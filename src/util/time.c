@@ -84,10 +84,14 @@ static _Thread_local int wait_from = BATON__WAIT_SPIN;
 
 void baton__backoff_no_spin(int from) { wait_from = from; }
 
+int baton__backoff_wait_mode(void) {
+    return wait_from == BATON__WAIT_SPIN && baton__backoff_cpus_shared() ? BATON__WAIT_YIELD : wait_from;
+}
+
 /* Where the next call stands: 0 spin, 1 yield, 2 nap (moves a thread that skips the spin phase past it). */
 static int backoff_phase(baton_backoff *b) {
     if (b->iter < BACKOFF_SPIN) {
-        int from = wait_from == BATON__WAIT_SPIN && baton__backoff_cpus_shared() ? BATON__WAIT_YIELD : wait_from;
+        int from = baton__backoff_wait_mode();
         if (from == BATON__WAIT_SPIN) return 0;
         /* straight to the yield phase (sched_yield hands the CPU to the working thread), or to the naps */
         b->iter = from == BATON__WAIT_NAP ? BACKOFF_SPIN + BACKOFF_YIELD : BACKOFF_SPIN;

@@ -85,6 +85,9 @@ int baton__backoff_cpus_shared(void);
  * woken at the nap's end and runs at once (docs/python.md has the measurements). */
 enum { BATON__WAIT_SPIN = 0, BATON__WAIT_YIELD = 1, BATON__WAIT_NAP = 2 };
 void baton__backoff_no_spin(int from);
+/* Where the calling thread's waits start: its baton__backoff_no_spin mode, or BATON__WAIT_YIELD for a spinning
+ * thread while ranks share CPUs (baton__backoff_cpus_shared). Waits outside the backoff (the MPI transport's) follow it. */
+int baton__backoff_wait_mode(void);
 /* Napping on a futex word, for waits whose waker can signal (issue 10): baton__backoff_naps(b) is 1 when
  * the next baton__backoff(b) would nap (past the spin and yield phases). baton__backoff_nap_on(b, word,
  * seen) then sleeps in FUTEX_WAIT on word (shared between processes: no private flag) while it still holds
