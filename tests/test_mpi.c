@@ -100,7 +100,7 @@ TEST_T(mismatches_detected, 300) {
 /* How a wait polls before it naps: 1 ms (50 us made waits that once ran into their naps wake late, and
  * their peers' waits then too: 8-byte all-reduces of 2 ranks took 150-220 us instead of 1), between
  * sched_yield calls when the node's ranks outnumber its CPUs (a pure spin held the CPU the awaited rank
- * shared: 3 ranks on 2 cores, 370-430 us instead of 33); 50 us on a comm thread whose waits nap. taskset
+ * shared: 3 ranks on 2 cores, 368-425 us instead of 33-39); 50 us on a comm thread whose waits nap. taskset
  * makes the CPU count the same on any machine of 2 CPUs or more. */
 static void wait_mode(int n, const char *cpus, const char *env, const char *want) {
     need_plugin();
