@@ -172,9 +172,10 @@ $(BUILD)/libbaton.so: $(SO_REAL)
 # The extension module links the library statically (PIC objects), so the package needs no libbaton.so
 # at run time; it exports only PyInit__baton.
 $(BUILD)/obj/python/%.o: CFLAGS += -I$(PY_INC) -fvisibility=hidden
-$(BUILD)/python/baton/_baton$(PY_EXT): $(BUILD)/obj/python/_baton.o $(BUILD)/libbaton.a
+PY_OBJ   := $(BUILD)/obj/python/_baton.o $(BUILD)/obj/python/_baton_args.o
+$(BUILD)/python/baton/_baton$(PY_EXT): $(PY_OBJ) $(BUILD)/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $< $(BUILD)/libbaton.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $(PY_OBJ) $(BUILD)/libbaton.a $(LDLIBS)
 
 # baton.torch's C++ work layer (python/baton/torch/_work.cpp; docs/python.md): built when Debian's libtorch-dev
 # headers are there (TORCH_EXT=0 skips it); without it the backend completes its futures in Python.
