@@ -117,13 +117,16 @@ static void wait_mode(int n, const char *cpus, const char *env, const char *want
     free(out);
 }
 TEST_T(waits_yield_when_ranks_outnumber_cpus, 120) {
-    wait_mode(2, "0", "", "mpi: a wait polls for 1000 us (50 us on a thread whose waits nap) between sched_yield calls, then naps");
+    wait_mode(2, "0", "", "mpi: a wait polls for 1000 us, busy for the first 0 and then between sched_yield calls "
+                          "(50 us on a thread whose waits nap), then naps");
 }
 TEST_T(waits_spin_1ms_when_every_rank_has_a_cpu, 120) {
-    wait_mode(2, "0,1", "", "mpi: a wait polls for 1000 us (50 us on a thread whose waits nap), then naps");
+    wait_mode(2, "0,1", "", "mpi: a wait polls for 1000 us, busy for the first 50 and then between sched_yield calls "
+                            "(50 us on a thread whose waits nap), then naps");
 }
 TEST_T(wait_spin_set_by_the_user_is_kept, 120) {
-    wait_mode(2, "0", "BATON_MPI_SPIN_US=70", "mpi: a wait polls for 70 us (70 us on a thread whose waits nap) between sched_yield calls, then naps");
+    wait_mode(2, "0", "BATON_MPI_SPIN_US=70", "mpi: a wait polls for 70 us, busy for the first 0 and then between "
+                                              "sched_yield calls (70 us on a thread whose waits nap), then naps");
 }
 
 /* A rank stopped (SIGSTOP) in the middle of a stream of all-reduces is named by its peer when the collective

@@ -25,8 +25,9 @@ static void host_debug(const char *fmt, ...) {
     BATON_DEBUG("%s", buf);
 }
 
-_Static_assert((int)BATON_MPI_WAIT_SPIN == (int)BATON__WAIT_SPIN && (int)BATON_MPI_WAIT_YIELD == (int)BATON__WAIT_YIELD &&
-                   (int)BATON_MPI_WAIT_NAP == (int)BATON__WAIT_NAP, "the plugin's wait modes are the backoff's");
+_Static_assert((int)BATON_MPI_WAIT_SPIN == (int)BATON__WAIT_SPIN &&
+                   (int)BATON_MPI_WAIT_YIELD == (int)BATON__WAIT_YIELD && (int)BATON_MPI_WAIT_NAP == (int)BATON__WAIT_NAP,
+               "the plugin's wait modes are the backoff's");
 static const baton_mpi_host host_ = {
     .abi = BATON_MPI_PLUGIN_ABI, .fail = baton__fail, .debug = host_debug, .wait_mode = baton__backoff_wait_mode};
 

@@ -375,7 +375,7 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
      * run into naps too, and so on: 2 ranks on one machine, 8 bytes, 150-220 us over Open MPI's shared memory
      * and 210 us over its TCP, against 1 and 15 us with 1 ms (docs/cluster.md). Past its first 50 us the poll
      * yields between tests: a busy 1 ms held a CPU that the ranks of the other simulated node needed (2 nodes
-     * x 2 ranks on 2 cores, 8 bytes: 1260 us). A thread whose waits nap (a comm thread sharing its CPU with
+     * x 2 ranks on 2 cores, 8 bytes: 1240-1360 us). A thread whose waits nap (a comm thread sharing its CPU with
      * the caller's work) keeps 50 us: its polling takes that CPU from the work. */
     long spin = env_long("BATON_MPI_SPIN_US", 1000, 0, 10000);
     if (spin < 0)
@@ -389,8 +389,10 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
     t->seg = (size_t)seg_kb << 10;
     t->spin_us = (int)spin;
     t->nap_spin_us = getenv("BATON_MPI_SPIN_US") && *getenv("BATON_MPI_SPIN_US") ? (int)spin : 50;
-    host_->debug("mpi: a wait polls for %d us (%d us on a thread whose waits nap)%s, then naps", t->spin_us,
-                 t->nap_spin_us, host_->wait_mode() == BATON_MPI_WAIT_YIELD ? " between sched_yield calls" : "");
+    int busy_us = t->spin_us < BUSY_NS / 1000 ? t->spin_us : BUSY_NS / 1000;
+    if (host_->wait_mode() == BATON_MPI_WAIT_YIELD) busy_us = 0;
+    host_->debug("mpi: a wait polls for %d us, busy for the first %d and then between sched_yield calls (%d us on a "
+                 "thread whose waits nap), then naps", t->spin_us, busy_us, t->nap_spin_us);
     if (grow(t, 64) < 0) {
         mpi_close(&t->base);
         return BATON_ENOMEM;
