@@ -1,7 +1,7 @@
 #!/bin/sh
 # mpi_transport.sh: the two floors of issue 8 for the MPI transport, side by side, interleaved rounds, medians.
 #
-#   bench/mpi_transport.sh [ROUNDS] [cluster|local|both]
+#   bench/mpi_transport.sh [ROUNDS] [cluster|local|both|small]
 #
 # cluster: a simulated cluster of 2 nodes x 2 ranks (tests/cluster/netns.sh, tbf 1 Gbit/s per node), f32 sum
 #          all-reduce of 16 and 64 MiB: baton over tcp (`netns.sh launch`: one `baton run --nnodes 2` per
@@ -11,11 +11,17 @@
 #          default placement, one core per rank; shared memory, as baton finds it under mpirun) and the same
 #          with `--bind-to none` (baton then places the ranks itself, as under baton run) against
 #          `baton run -n 2 baton bench allreduce`. Floor: within 10 %.
+# small:   one machine, baton over --transport mpi against Open MPI's own MPI_Allreduce (bench/mpi_allreduce.c),
+#          8 B to 16 MiB (factor 8), f32 sum, in 4 shapes: 2 ranks over Open MPI's shared memory, 2 over its TCP
+#          (--mca btl self,tcp), 3 and 4 ranks (more ranks than cores on a 2-core machine); `--bind-to none`.
+#          No floor: it shows what the transport's waits cost (docs/cluster.md, "The wait before the naps").
 # Each round runs every configuration once, in alternating order; the table has each one's median time_us.
 # Needs root (namespaces). Run it under `flock /tmp/baton-bench.lock`. Prints CPU, load, OPENBLAS_CORETYPE.
 set -u
 ROUNDS=${1:-5}
 WHAT=${2:-both}
+case $ROUNDS in ''|*[!0-9]*|0) echo "ROUNDS='$ROUNDS': expected a positive whole number" >&2; exit 2 ;; esac
+case $WHAT in cluster|local|both|small) ;; *) echo "'$WHAT': expected cluster, local, both or small" >&2; exit 2 ;; esac
 BUILD=${BUILD:-build}
 B=$(cd "$(dirname "$0")/.." && pwd)
 cd "$B"
@@ -89,5 +95,41 @@ if [ "$WHAT" = local ] || [ "$WHAT" = both ]; then
         printf '%-10s %12s %12s %8s %12s %8s\n' "$s" "$a" "$m" "$(awk -v a="$m" -v b="$a" 'BEGIN { printf "%.3f", a / b }')" \
             "$nb" "$(awk -v a="$nb" -v b="$a" 'BEGIN { printf "%.3f", a / b }')"
         for side in run mpirun nobind; do echo "# per round (us) $s $side: $(tr '\n' ' ' < "$dir/l-$side-$s")"; done
+    done
+fi
+
+if [ "$WHAT" = small ]; then
+    mpicc.openmpi -O2 -o "$dir/mpi_allreduce" bench/mpi_allreduce.c -lm || exit 1
+    SIZES="8 64 512 4096 32768 262144 2097152 16777216"
+    SHAPES="2:shm 2:tcp 3:shm 4:shm"
+    # size:us pairs of one run, from baton bench's CSV or mpi_allreduce's table
+    pairs_baton() { awk -F, 'NR > 1 && $1 ~ /^[0-9]+$/ { printf "%s:%s ", $1, $6 }'; }
+    pairs_ompi() { awk '$1 ~ /^[0-9]+$/ { printf "%s:%s ", $1, $6 }'; }
+    r=1
+    while [ "$r" -le "$ROUNDS" ]; do
+        if [ $((r % 2)) = 1 ]; then order="baton ompi"; else order="ompi baton"; fi
+        for shape in $SHAPES; do
+            n=${shape%%:*}; btl=; [ "${shape#*:}" = tcp ] && btl="--mca btl self,tcp"
+            for side in $order; do
+                if [ $side = baton ]; then
+                    out=$(timeout 300 $MPIRUN $btl -np "$n" "$BATON" bench allreduce --transport mpi -b 8 -e 16M -f 8 --csv 2>&1 | pairs_baton)
+                else
+                    out=$(timeout 300 $MPIRUN $btl -np "$n" "$dir/mpi_allreduce" -b 8 -e 16M -f 8 -n 20 -w 5 2>&1 | pairs_ompi)
+                fi
+                echo "# round $r $shape $side: ${out:-no result}"
+                for p in $out; do echo "${p#*:}" >> "$dir/s-$shape-$side-${p%%:*}"; done
+            done
+        done
+        r=$((r + 1))
+    done
+    printf '%-7s %10s %12s %12s %8s\n' ranks size baton_mpi_us openmpi_us ratio
+    for shape in $SHAPES; do
+        for s in $SIZES; do
+            b=NA; o=NA
+            [ -f "$dir/s-$shape-baton-$s" ] && b=$(median < "$dir/s-$shape-baton-$s")
+            [ -f "$dir/s-$shape-ompi-$s" ] && o=$(median < "$dir/s-$shape-ompi-$s")
+            printf '%-7s %10s %12s %12s %8s\n' "$shape" "$s" "$b" "$o" \
+                "$(awk -v a="$b" -v b="$o" 'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.2f", a / b }')"
+        done
     done
 fi

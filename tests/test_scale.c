@@ -130,12 +130,15 @@ TEST(waits_start_at_yield_when_ranks_share_cpus) {
     ASSERT_EQ_INT(baton__backoff_naps(&b), 0);
     baton__backoff(&b);
     ASSERT_EQ_INT((int)b.iter, 4001); /* the first call was the first sched_yield */
+    ASSERT_EQ_INT(baton__backoff_wait_mode(), BATON__WAIT_YIELD); /* what the MPI transport's wait follows */
     baton__backoff_no_spin(BATON__WAIT_NAP);
     baton__backoff_init(&b);
     ASSERT_EQ_INT(baton__backoff_naps(&b), 1);
+    ASSERT_EQ_INT(baton__backoff_wait_mode(), BATON__WAIT_NAP);
     baton__backoff_no_spin(BATON__WAIT_SPIN);
     baton__backoff_set_load(2, 2);
     ASSERT_EQ_INT(baton__backoff_cpus_shared(), 0);
+    ASSERT_EQ_INT(baton__backoff_wait_mode(), BATON__WAIT_SPIN);
     baton__backoff_init(&b);
     baton__backoff(&b);
     ASSERT_EQ_INT((int)b.iter, 1);    /* a pause */
