@@ -37,10 +37,11 @@ typedef struct {
     int abi;                                               /* BATON_MPI_PLUGIN_ABI */
     int (*fail)(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
     void (*debug)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-    /* How the calling thread waits (baton__backoff_wait_mode): BATON_MPI_WAIT_SPIN (busy-poll, then nap),
-     * _YIELD (poll between sched_yield calls, then nap: this node's ranks outnumber its CPUs, so the rank
-     * waited for may share this CPU) or _NAP (a comm thread sharing its one CPU with the caller's work: a
-     * short poll, then nap). Set for the process before the transport is opened; per thread after. */
+    /* How the calling thread waits (baton__backoff_wait_mode): BATON_MPI_WAIT_SPIN (a busy poll first),
+     * _YIELD (polls between sched_yield calls from the start: this node's ranks outnumber its CPUs, so the
+     * rank waited for may share this CPU) or _NAP (a comm thread sharing its one CPU with the caller's work:
+     * a short poll). Every wait naps after its poll. Set for the process before the transport is opened;
+     * per thread after. */
     int (*wait_mode)(void);
 } baton_mpi_host;
 enum { BATON_MPI_WAIT_SPIN = 0, BATON_MPI_WAIT_YIELD = 1, BATON_MPI_WAIT_NAP = 2 };

@@ -225,6 +225,13 @@ static uint64_t get_u64(const uint8_t *p) {
 
 static size_t nsegs(size_t rest, size_t seg) { return rest == 0 ? 0 : (rest + seg - 1) / seg; }
 
+/* How long a wait of a thread in host wait mode `mode` polls before its naps, and how much of that busily
+ * (BUSY_NS at most, none when ranks share CPUs); the rest polls between sched_yield calls. */
+static void wait_budget(const mpi_tp *t, int mode, uint64_t *spin_ns, uint64_t *busy_ns) {
+    *spin_ns = (uint64_t)(mode == BATON_MPI_WAIT_NAP ? t->nap_spin_us : t->spin_us) * 1000;
+    *busy_ns = mode == BATON_MPI_WAIT_YIELD ? 0 : *spin_ns < BUSY_NS ? *spin_ns : BUSY_NS;
+}
+
 static int fail_broken(mpi_tp *t, int rc) {
     t->broken = 1;
     return rc;
@@ -278,10 +285,8 @@ static int mpi_sendrecv(baton_transport *bt, int speer, const void *sbuf, size_t
     }
     size_t reported = 0, rseg = 0, rfirst = 0;
     int nrsegs = 0, next_seg = 0; /* receive segments: count, and the first not yet reported */
-    int mode = host_->wait_mode();
-    uint64_t spin_ns = (uint64_t)(mode == BATON_MPI_WAIT_NAP ? t->nap_spin_us : t->spin_us) * 1000;
-    /* busy-polls first for at most BUSY_NS, unless ranks share CPUs; then polls between sched_yield calls */
-    uint64_t busy_ns = mode == BATON_MPI_WAIT_YIELD ? 0 : spin_ns < BUSY_NS ? spin_ns : BUSY_NS;
+    uint64_t spin_ns, busy_ns; /* then the yielding part of the poll, unless MPI's progress yields itself */
+    wait_budget(t, host_->wait_mode(), &spin_ns, &busy_ns);
     uint64_t now0 = now_ns(), spin_until = now0 + spin_ns, busy_until = now0 + busy_ns, nap_ns = 0;
     while (pending > 0) {
         int outcount = 0;
@@ -412,10 +417,11 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
      * yields between tests: a busy 1 ms held a CPU that the ranks of the other simulated node needed (2 nodes
      * x 2 ranks on 2 cores, 8 bytes: 1240-1360 us). A thread whose waits nap (a comm thread sharing its CPU with
      * the caller's work) keeps 50 us: its polling takes that CPU from the work. */
+    const char *spin_set = getenv("BATON_MPI_SPIN_US");
     long spin = env_long("BATON_MPI_SPIN_US", 1000, 0, 10000);
     if (spin < 0)
         return host_->fail(BATON_EINVAL, "BATON_MPI_SPIN_US='%s' must be a number of microseconds in [0, 10000]",
-                           getenv("BATON_MPI_SPIN_US"));
+                           spin_set);
     mpi_tp *t = calloc(1, sizeof *t);
     if (!t) return host_->fail(BATON_ENOMEM, "mpi: out of memory");
     t->base.ops = &mpi_ops;
@@ -423,11 +429,11 @@ static int plugin_transport_open(int rank, int world, baton_transport **out) {
     t->base.world = world;
     t->seg = (size_t)seg_kb << 10;
     t->spin_us = (int)spin;
-    t->nap_spin_us = getenv("BATON_MPI_SPIN_US") && *getenv("BATON_MPI_SPIN_US") ? (int)spin : 50;
-    int busy_us = t->spin_us < BUSY_NS / 1000 ? t->spin_us : BUSY_NS / 1000;
-    if (host_->wait_mode() == BATON_MPI_WAIT_YIELD) busy_us = 0;
+    t->nap_spin_us = spin_set && *spin_set ? (int)spin : 50;
+    uint64_t spin_ns, busy_ns; /* this (opening) thread's */
+    wait_budget(t, host_->wait_mode(), &spin_ns, &busy_ns);
     host_->debug("mpi: a wait polls for %d us, busy for the first %d and then between sched_yield calls (%d us on a "
-                 "thread whose waits nap), then naps%s", t->spin_us, busy_us, t->nap_spin_us,
+                 "thread whose waits nap), then naps%s", (int)(spin_ns / 1000), (int)(busy_ns / 1000), t->nap_spin_us,
                  mpi_yields_ ? "; MPI yields in its own progress, so the poll does not" : "");
     if (grow(t, 64) < 0) {
         mpi_close(&t->base);
