@@ -15,6 +15,9 @@
  *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
  *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
  *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
+ * From step 4 on every launcher beats a heartbeat into the store (run_alive.c): node 0 stops the job (5) or
+ * its wait (6) once a node has been silent for BATON_NODE_TIMEOUT seconds, and every store request of the
+ * others is bounded by that time, so a node that dies or drops off the network does not hold the rest.
  * Restarts are single-node only: --max-restarts with --nnodes M > 1 is refused; --nnodes MIN:MAX (elastic,
  * rounds of re-rendezvous) is tools/run_elastic.c. */
 #include <dirent.h>
@@ -266,14 +269,21 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
 typedef struct {
     baton_store *st;
     const run_opts *o;
+    run_alive *alive;
 } remote_ctx;
 
-/* run_poll_fn: has another node asked to stop, or is the store gone? */
+/* run_poll_fn: has another node asked to stop, is the store gone, or (node 0) has a launcher gone silent? */
 static int poll_abort(void *p, char *why, size_t len) {
     remote_ctx *c = p;
     int exists = 0;
+    if (run_alive_lost(c->alive, c->st, why, len)) {   /* the other nodes stop too */
+        if (baton_store_set(c->st, "job/abort", why, strlen(why)) < 0)
+            BATON_WARN("baton run: could not tell the other nodes to stop: %s", baton_last_error());
+        return 1;
+    }
     if (baton_store_check(c->st, "job/abort", &exists) < 0) {
-        snprintf(why, len, "lost the rendezvous store at %s:%d (%s); did node 0's launcher die?", c->o->rdzv_host,
+        snprintf(why, len, "lost the rendezvous store at %s:%d (%s); did node 0's launcher die, or the network to it?",
+                 c->o->rdzv_host,
                  c->o->rdzv_port, baton_last_error());
         return 1;
     }
@@ -404,14 +414,16 @@ store_err:
 
 static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     const run_opts *o = j->o;
-    double rdzv_timeout = 300;
+    double rdzv_timeout = 300, lost_s;
     if (baton__env_double("BATON_RDZV_TIMEOUT", 300, 0.1, 1e7, &rdzv_timeout) == BATON_EINVAL) {
         fprintf(stderr, "baton run: %s\n", baton_last_error());
         return 2;
     }
+    if (run_alive_timeout(&lost_s) < 0) return 2;
     baton_store_server *srv = NULL;
     if (o->node_rank == 0 && start_store(o->rdzv_host, o->rdzv_port, secret, &srv) < 0) return 1;
     baton_store *st = NULL;
+    run_alive *alive = NULL;
     int code = 1;
     if (baton_store_connect(o->rdzv_host, o->rdzv_port, secret, BATON_STORE_SECRET_BYTES, rdzv_timeout, &st) < 0) {
         fprintf(stderr, "baton run: cannot reach the rendezvous store at %s:%d: %s\n", o->rdzv_host, o->rdzv_port,
@@ -422,8 +434,13 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     if (code != 0) goto out;
     snprintf(j->store_host, sizeof j->store_host, "%s", o->rdzv_host);
     j->store_port = o->rdzv_port;
+    /* from here on every launcher is known to be up: a store that does not answer within the heartbeat's timeout
+     * is a lost node 0 (or a lost network to it), and the others' heartbeats tell node 0 who is still there */
+    code = 1;
+    if (run_alive_start(o->rdzv_host, o->rdzv_port, secret, o->node_rank, o->nnodes, lost_s, &alive) < 0) goto out;
+    baton_store_set_io_timeout(st, lost_s);
 
-    remote_ctx ctx = {st, o};
+    remote_ctx ctx = {st, o, alive};
     run_group g;
     run_outcome oc;
     int started = run_attempt(j, sigfd, poll_abort, &ctx, &g, &oc) == 0;
@@ -467,6 +484,12 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
                            o->nnodes - (long)done);
                 said = 1;
             }
+            char why[256];
+            if (run_alive_lost(alive, st, why, sizeof why)) {   /* a node that finished has said so in job/done */
+                fprintf(stderr, "baton run: not waiting for the other nodes any more: %s\n", why);
+                code = code ? code : 1;
+                break;
+            }
             baton__sleep_ns(100000000ull);
             if (baton_store_add(st, "job/done", 0, &done) < 0) break;   /* node 0 saw everybody done and left */
         }
@@ -479,6 +502,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
         }
     }
 out:
+    run_alive_stop(alive);
     baton_store_close(st);
     baton_store_server_stop(srv);
     if (j->job_id[0]) remove_shm_leftovers(j->job_id);

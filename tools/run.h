@@ -132,6 +132,17 @@ int start_store(const char *host, int port, const uint8_t *secret, baton_store_s
 int pick_torch_port(const char *host, int *port);
 void remove_shm_leftovers(const char *job_id);
 int pending_stop_signal(int sigfd);
+/* run_alive.c: the launchers of a multi-node job watch each other (BATON_NODE_TIMEOUT). run_alive_timeout reads
+ * it (-1 after a message). run_alive_start connects a store client of its own and starts a thread that bumps
+ * this launcher's heartbeat every second (-1 after a message). run_alive_lost (node 0 only; 0 elsewhere):
+ * reads the other launchers' heartbeats through st, at most once a second, and returns 1 with why filled when
+ * one has not moved for the timeout. run_alive_stop (NULL is a no-op) stops the thread and frees. */
+typedef struct run_alive run_alive;
+int run_alive_timeout(double *lost_s);
+int run_alive_start(const char *host, int port, const uint8_t *secret, long node_rank, long nnodes, double lost_s,
+                    run_alive **out);
+int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len);
+void run_alive_stop(run_alive *a);
 /* run_elastic.c: --nnodes MIN:MAX */
 int run_elastic(job *j, const uint8_t *secret, int sigfd);
 

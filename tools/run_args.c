@@ -46,7 +46,8 @@ static const char usage_text[] =
     "TORCHELASTIC_RESTART_COUNT (MASTER_PORT is a free port for torch.distributed's own store, not baton's).\n"
     "Global rank = node rank * N + local rank. Workers' stdin is /dev/null.\n"
     "With M > 1 every launcher needs the same BATON_SECRET (64 hex characters) in its environment;\n"
-    "BATON_RDZV_TIMEOUT (seconds, default 300) bounds the wait for the other launchers.\n"
+    "BATON_RDZV_TIMEOUT (seconds, default 300) bounds the wait for the other launchers; once they have met, a\n"
+    "launcher not heard from for BATON_NODE_TIMEOUT seconds (default 30) counts as lost and the job stops.\n"
     "Exit code: 0 when every worker exited 0; 1 when a worker failed; 128+signal when interrupted;\n"
     "2 for bad usage.\n";
 
