@@ -163,9 +163,12 @@ void baton__post_failure(baton_comm *c, int rc, const char *detail) {
 
 /* After a failure: the first rank to fail posts its detail to the store, so that ranks which only saw a
  * consequence (a neighbour closing its connection, an abort) can report the first failure too; then every
- * failing rank writes its flight recorder. The detail of the current error is kept. Store calls here are
- * bounded by the collective timeout: a frozen store (a stopped launcher) delays the report by that much at
- * most, and the rank fails with its own reason. */
+ * failing rank writes its flight recorder. The detail of the current error is kept. A rank whose collective
+ * was canceled by another rank's abort (BATON_ECANCELED) never claims the first failure: its message already
+ * carries the aborting rank's, and claiming raced that rank to the store (a canceled rank won it about one
+ * time in six, and the rank that saw the failure then named the canceled one as the first). Store calls here
+ * are bounded by the collective timeout: a frozen store (a stopped launcher) delays the report by that much
+ * at most, and the rank fails with its own reason. */
 static void report_failure(baton_comm *c, int rc) {
     char mine[512], first[512] = "";
     snprintf(mine, sizeof mine, "%s", baton_last_error());
@@ -177,7 +180,7 @@ static void report_failure(baton_comm *c, int rc) {
         int64_t n = 0;
         char line[600];
         snprintf(line, sizeof line, "rank %d: %s", c->rank, mine);
-        if (baton_store_add(c->store, "baton/failures", 1, &n) == BATON_OK) {
+        if (rc != BATON_ECANCELED && baton_store_add(c->store, "baton/failures", 1, &n) == BATON_OK) {
             if (n == 1) {
                 baton_store_set(c->store, "baton/failure", line, strlen(line));
             } else {
