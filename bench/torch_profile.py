@@ -239,6 +239,11 @@ def med_list(key):
 out = {"mode": args.mode, "rank": rank, "steps": len(rows)}
 for k in ("step", "zero", "fwd", "bwd", "opt", "cpu_main", "cpu_zero", "cpu_fwd", "cpu_bwd", "cpu_opt", "cpu_other"):
     out[k] = med(k)
+# the tail: samples_per_sec below is from the median step; a run's wall time (examples/torch_mnist.py) is the mean
+steps_sorted = sorted(r["step"] for r in rows)
+out["step_mean"] = round(statistics.fmean(steps_sorted), 3)
+out["step_p90"], out["step_p99"] = (round(steps_sorted[min(len(rows) - 1, int(q * len(rows)))], 3) for q in (0.9, 0.99))
+out["step_max"] = round(steps_sorted[-1], 3)
 if args.mode == "hvd":
     out.update(hooks=med("hooks"), sync=med("sync"), inner=med("inner"), starts_ms=med_list("starts_ms"))
 if args.mode in ("baton", "noop"):
