@@ -383,6 +383,21 @@ TEST(multi_node_needs_a_secret_and_rdzv) {
     free(out);
 }
 
+/* BATON_NODE_TIMEOUT (the launchers' heartbeat, tools/run_alive.c): a bad value is one line naming it, exit 2,
+ * before anything listens or connects */
+TEST(multi_node_rejects_a_bad_node_timeout) {
+    const char *bad[] = {"abc", "0", "-5", "1e9", "nan"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out;
+        int rc = run(30, &out, NULL, "BATON_SECRET=%s BATON_NODE_TIMEOUT=%s %s run --nnodes 2 --node-rank 0 "
+                     "--rdzv 127.0.0.1:1 -- true", new_secret(), bad[i], th_baton());
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_CONTAINS(out, "BATON_NODE_TIMEOUT");
+        ASSERT_EQ_INT(count_of(out, "\n"), 1);
+        free(out);
+    }
+}
+
 /* ---- flags ----------------------------------------------------------------------------------------- */
 
 TEST(bad_flags_get_one_line_naming_the_flag_and_exit_2) {

@@ -5,8 +5,9 @@
  * power or its network answers nothing, and node 0's launcher waited up to 600 s for it to say it was done,
  * the others up to the store's 300 s I/O timeout (docs/cluster.md, "When a node is lost").
  *
- * Every launcher runs a thread that adds 1 to "launcher/R/beat" every BEAT_MS over a store connection of its
- * own (the main thread's one may be inside a long request, and spawning hundreds of workers takes seconds).
+ * Every launcher but node 0's runs a thread that adds 1 to "launcher/R/beat" every BEAT_MS over a store
+ * connection of its own (the main thread's one may be inside a long request, and spawning hundreds of workers
+ * takes seconds). Node 0's own liveness needs no beat: its store answering is it.
  * Node 0's launcher, which hosts the store, reads the others' counters at most once per BEAT_MS from its main
  * loop and calls a node lost once its counter has not moved for BATON_NODE_TIMEOUT seconds (default 30).
  * The other launchers bound every store request by the same time (baton_store_set_io_timeout), so that a
@@ -98,6 +99,10 @@ int run_alive_start(const char *host, int port, const uint8_t *secret, long node
             a->seen[r] = -1;
             a->moved[r] = now;
         }
+    }
+    if (node_rank == 0) {
+        *out = a;
+        return 0;
     }
     if (baton_store_connect(host, port, secret, BATON_STORE_SECRET_BYTES, lost_s, &a->st) < 0) {
         fprintf(stderr, "baton run: cannot reach the rendezvous store at %s:%d for the launchers' heartbeat: %s\n",
