@@ -37,18 +37,21 @@ wait_joined() { i=0; while [ $i -lt 600 ]; do
 # reaped NODE LIMIT: waits at most LIMIT s for node NODE's launcher; prints its exit code, or "running"
 reaped() { i=0; while [ $i -lt $(($2 * 10)) ]; do
     [ -s "$out/rc$1" ] && { cat "$out/rc$1"; return; }; sleep 0.1; i=$((i + 1)); done; echo running; }
+# start_job PORT: a fresh secret, both nodes' launchers running LOOP; 1 if the ranks did not join
+start_job() {
+    secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    node_launch 0 "$1" $LOOP
+    node_launch 1 "$1" $LOOP
+    wait_joined && sleep 1
+}
 LOOP="$BATON bench allreduce -b 256K -e 256K -w 1 -n 100000000 --min-time 3000"
 
 sh $NETNS up 2 --name "$name" >/dev/null || { echo "FAIL netns_cluster_up"; echo "0 passed, 1 failed"; exit 1; }
 export BATON_LOG_LEVEL=info BATON_NODE_TIMEOUT=3
 
 # 1. node 1's launcher killed
-secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-node_launch 0 29531 $LOOP
-node_launch 1 29531 $LOOP
 st=1
-if wait_joined; then
-    sleep 1
+if start_job 29531; then
     kill -9 "$(launcher_of 1)"
     t0=$(date +%s)
     rc0=$(reaped 0 $LIMIT)
@@ -64,12 +67,8 @@ check node_launcher_killed_node0_stops_waiting_names_it $st
 wait 2>/dev/null
 
 # 2. node 1's link down
-secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-node_launch 0 29532 $LOOP
-node_launch 1 29532 $LOOP
 st=1
-if wait_joined; then
-    sleep 1
+if start_job 29532; then
     ip -n "$name-n1" link set dev eth0 down   # netns.sh names every node's veth end eth0
     t0=$(date +%s)
     rc0=$(reaped 0 $LIMIT)
