@@ -15,9 +15,10 @@
  *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
  *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
  *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
- * From step 4 on every launcher beats a heartbeat into the store (run_alive.c): node 0 stops the job (5) or
- * its wait (6) once a node has been silent for BATON_NODE_TIMEOUT seconds, and every store request of the
- * others is bounded by that time, so a node that dies or drops off the network does not hold the rest.
+ * From step 4 on every launcher but node 0's beats a heartbeat into the store (run_alive.c): node 0 stops the
+ * job (5) or its wait (6) once a node that has not said it is done has been silent for BATON_NODE_TIMEOUT
+ * seconds, and every store request of the others is bounded by that time, so a node that dies or drops off
+ * the network does not hold the rest.
  * Restarts are single-node only: --max-restarts with --nnodes M > 1 is refused; --nnodes MIN:MAX (elastic,
  * rounds of re-rendezvous) is tools/run_elastic.c. */
 #include <dirent.h>
@@ -474,7 +475,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
 
     /* step 6: wait until every launcher is done, so that node 0's store outlives everybody's workers */
     int64_t done = 0;
-    if (baton_store_add(st, "job/done", 1, &done) == 0) {
+    if (run_alive_done(alive, st) == 0 && baton_store_add(st, "job/done", 1, &done) == 0) {
         uint64_t deadline = baton__deadline_after(DONE_WAIT_S);
         int said = 0;
         while (done < o->nnodes && baton__now_ns() < deadline) {

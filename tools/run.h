@@ -136,12 +136,15 @@ int pending_stop_signal(int sigfd);
  * it (-1 after a message). run_alive_start (on every node but 0) connects a store client of its own and starts a
  * thread that bumps this launcher's heartbeat every second (-1 after a message). run_alive_lost (node 0 only; 0 elsewhere):
  * reads the other launchers' heartbeats through st, at most once a second, and returns 1 with why filled when
- * one has not moved for the timeout. run_alive_stop (NULL is a no-op) stops the thread and frees. */
+ * one has not moved for the timeout and its node has not said it is done. run_alive_stop (NULL is a no-op) stops the thread and frees. */
 typedef struct run_alive run_alive;
 int run_alive_timeout(double *lost_s);
 int run_alive_start(const char *host, int port, const uint8_t *secret, long node_rank, long nnodes, double lost_s,
                     run_alive **out);
 int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len);
+/* run_alive_done (every node but 0): says through st that this node's workers are done, so that node 0 does not
+ * count its launcher lost once it stops beating (it may leave before node 0's workers finish). */
+int run_alive_done(run_alive *a, baton_store *st);
 void run_alive_stop(run_alive *a);
 /* run_elastic.c: --nnodes MIN:MAX */
 int run_elastic(job *j, const uint8_t *secret, int sigfd);

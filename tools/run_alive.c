@@ -35,6 +35,7 @@ struct run_alive {
     /* node 0's view of the others, read from its main thread */
     int64_t *seen;            /* each node's last counter value (-1: not read yet) */
     uint64_t *moved;          /* when it last changed (monotonic ns) */
+    char *done;               /* the node said it is done ("launcher/R/done"): it may leave, silence is no loss */
     uint64_t next_check;
 };
 
@@ -89,7 +90,8 @@ int run_alive_start(const char *host, int port, const uint8_t *secret, long node
     if (node_rank == 0) {
         a->seen = malloc((size_t)nnodes * sizeof *a->seen);
         a->moved = malloc((size_t)nnodes * sizeof *a->moved);
-        if (!a->seen || !a->moved) {
+        a->done = calloc((size_t)nnodes, 1);
+        if (!a->seen || !a->moved || !a->done) {
             fprintf(stderr, "baton run: out of memory\n");
             run_alive_stop(a);
             return -1;
@@ -129,18 +131,36 @@ int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len) {
     for (long r = 1; r < a->nnodes; r++) {
         char key[64];
         int64_t v;
+        int exists = 0;
+        if (a->done[r]) continue;
         snprintf(key, sizeof key, "launcher/%ld/beat", r);
         if (baton_store_add(st, key, 0, &v) < 0) return 0;   /* node 0's own store failing: not a lost node */
         if (v != a->seen[r]) {
             a->seen[r] = v;
             a->moved[r] = now;
-        } else if ((double)(now - a->moved[r]) / 1e9 >= a->lost_s) {
+            continue;
+        }
+        if ((double)(now - a->moved[r]) / 1e9 < a->lost_s) continue;
+        /* silent for the timeout: a node whose workers are done may have left (its wait at the end is bounded,
+         * and a stop signal ends it), which must not stop node 0's workers, still at work (saving, evaluating) */
+        snprintf(key, sizeof key, "launcher/%ld/done", r);
+        if (baton_store_check(st, key, &exists) < 0) return 0;
+        if (exists) {
+            a->done[r] = 1;
+        } else {
             snprintf(why, len, "node %ld's launcher has not been heard from for %.0f s (BATON_NODE_TIMEOUT): the node "
                      "died or the network between it and node 0 is down", r, (double)(now - a->moved[r]) / 1e9);
             return 1;
         }
     }
     return 0;
+}
+
+int run_alive_done(run_alive *a, baton_store *st) {
+    if (!a || a->node_rank == 0) return 0;
+    char key[64];
+    snprintf(key, sizeof key, "launcher/%ld/done", a->node_rank);
+    return baton_store_set(st, key, "1", 1);
 }
 
 void run_alive_stop(run_alive *a) {
@@ -157,5 +177,6 @@ void run_alive_stop(run_alive *a) {
     pthread_mutex_destroy(&a->mu);
     free(a->seen);
     free(a->moved);
+    free(a->done);
     free(a);
 }

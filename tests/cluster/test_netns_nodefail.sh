@@ -8,7 +8,9 @@
 #   1. node 1's launcher is SIGKILLed (its worker dies with it): node 0's launcher stops waiting for it;
 #   2. node 1's link goes down (a partition: nothing answers, no reset): both launchers stop, node 0 naming
 #      node 1 and node 1 naming the store it lost;
-#   3. no false alarm: a job of about 4 s with BATON_NODE_TIMEOUT=1 succeeds on both nodes.
+#   3. no false alarm: a job of about 4 s with BATON_NODE_TIMEOUT=1 succeeds on both nodes;
+#   4. a node whose workers are done may leave (its launcher stopped in its wait at the end) while node 0's
+#      worker works on alone: node 0 finishes, exit 0.
 # Needs root; the cluster is torn down whatever happens (trap), which also kills anything left in it.
 . "$(dirname "$0")/netns_lib.sh"
 name="baton-sim$$"
@@ -86,7 +88,7 @@ check node_link_down_both_launchers_stop_within_seconds $st
 wait 2>/dev/null
 
 # 3. no false alarm with a 1 s timeout
-sh $NETNS down "$name" >/dev/null 2>&1   # a fresh cluster: node 1's link was down and up again
+sh $NETNS down "$name" >/dev/null 2>&1   # a fresh cluster: node 1's link is down since case 2
 sh $NETNS up 2 --name "$name" >/dev/null || { echo "FAIL netns_cluster_up"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 BATON_NODE_TIMEOUT=1 timeout -k 5 120 sh $NETNS launch "$name" -n 1 --port 29533 -- "$BATON" bench allreduce \
     -b 64K -e 64K -w 1 -n 1 --min-time 4 >"$out/ok" 2>&1
@@ -96,6 +98,22 @@ st=1
 echo "    4 s job, BATON_NODE_TIMEOUT=1: exit $rc"
 [ $st = 0 ] || tail -n 5 "$out/ok"
 check short_node_timeout_no_false_alarm_in_a_4s_job $st
+
+# 4. a node whose workers are done may leave: node 1's worker exits at once and its launcher is stopped (SIGTERM) in
+# its wait at the end, while node 0's worker works on alone for 8 s (as a rank 0 that saves or evaluates last):
+# node 0 must not take node 1's silence for a loss
+secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+node_launch 0 29534 sh -c 'if [ "$BATON_NODE_RANK" = 0 ]; then sleep 8; fi'
+node_launch 1 29534 sh -c 'if [ "$BATON_NODE_RANK" = 0 ]; then sleep 8; fi'
+rc1=$(reaped 1 3)
+[ "$rc1" = running ] && kill -TERM "$(launcher_of 1)" 2>/dev/null
+rc0=$(reaped 0 $LIMIT)
+rc1=$(reaped 1 10)
+st=1
+[ "$rc0" = 0 ] && ! grep -q 'not been heard from' "$out/n0" && st=0
+echo "    node 1 done and gone, node 0 at work for 8 s: launchers exit $rc0 and $rc1"
+[ $st = 0 ] || tail -n 3 "$out/n0" "$out/n1"
+check node_done_and_gone_is_not_lost_while_node0_works_on $st
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
