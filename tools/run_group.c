@@ -487,7 +487,7 @@ void run_group_read_failures(run_group *g, baton_store *st) {
         void *v = NULL;
         size_t len = 0;
         if (baton_store_get(st, key, &v, &len, 1.0) < 0) continue;
-        char kind[16] = "";
+        char kind[12] = "";   /* "%11s": fits fail_kind (12) exactly; 16 made -O1 warn of truncation */
         int peer = -1;
         if (sscanf(v, "%11s %d", kind, &peer) >= 1) {
             snprintf(w->fail_kind, sizeof w->fail_kind, "%s", kind);
