@@ -9,7 +9,8 @@
  * connection of its own (the main thread's one may be inside a long request, and spawning hundreds of workers
  * takes seconds). Node 0's own liveness needs no beat: its store answering is it.
  * Node 0's launcher, which hosts the store, reads the others' counters at most once per BEAT_MS from its main
- * loop and calls a node lost once its counter has not moved for BATON_NODE_TIMEOUT seconds (default 30).
+ * loop and calls a node lost once its counter has not moved for BATON_NODE_TIMEOUT seconds (default 30)
+ * and the node has not said its workers are done ("launcher/R/done": a node that is done may leave).
  * The other launchers bound every store request by the same time (baton_store_set_io_timeout), so that a
  * node cut off from node 0 stops its workers after it instead of after 300 s. */
 #include <pthread.h>
