@@ -23,17 +23,20 @@
 #define STRAGGLE "--data synthetic --train-samples 6144 --hidden 1024,1024 --batch 64 --threads 1 --eval-batch 2000 " \
                  "--steps 40"
 
-/* Runs `[env] baton [run -n N --] baton train ARGS`; stdout (the --json line) and stderr go to *out. */
-static int train(int ranks, const char *env, const char *args, char **out) {
+/* Runs `[env] baton [run -n N --] [wrap]baton train ARGS` (wrap: a command each worker runs baton through, or
+ * ""); stdout (the --json line) and stderr go to *out. */
+static int train_via(int ranks, const char *env, const char *wrap, const char *args, char **out) {
     char cmd[4096];
     if (ranks > 1)
-        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s run -n %d -- %s train %s 2>&1",
-                 th_tmpdir(), env, th_baton(), ranks, th_baton(), args);
+        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s run -n %d -- %s%s train %s 2>&1",
+                 th_tmpdir(), env, th_baton(), ranks, wrap, th_baton(), args);
     else
-        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s train %s 2>&1", th_tmpdir(),
-                 env, th_baton(), args);
+        snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s %s; %s%s train %s 2>&1", th_tmpdir(),
+                 env, wrap, th_baton(), args);
     return th_run(cmd, 150, out, NULL);
 }
+
+static int train(int ranks, const char *env, const char *args, char **out) { return train_via(ranks, env, "", args, out); }
 
 /* The --json line of an output (the line starting with {"model"). */
 static cJSON *json_line(const char *out) {
@@ -48,11 +51,15 @@ static cJSON *json_line(const char *out) {
 }
 
 /* A run that must succeed: its --json line (the output, for messages, in *out). */
-static cJSON *train_json(int ranks, const char *env, const char *args, char **out) {
-    int rc = train(ranks, env, args, out);
+static cJSON *train_json_via(int ranks, const char *env, const char *wrap, const char *args, char **out) {
+    int rc = train_via(ranks, env, wrap, args, out);
     if (rc) fprintf(stderr, "%s\n", *out);
     ASSERT_EQ_INT(rc, 0);
     return json_line(*out);
+}
+
+static cJSON *train_json(int ranks, const char *env, const char *args, char **out) {
+    return train_json_via(ranks, env, "", args, out);
 }
 
 static double num(const cJSON *j, const char *key) {
@@ -235,21 +242,19 @@ TEST_T(straggler_named_when_one_rank_is_three_times_as_slow, 150) {
     free(out);
 }
 
-/* The two-rank run of train() with the ranks' CPUs swapped: rank r pinned (taskset) to the CPU baton's binding
- * gives rank 1 - r (baton leaves a narrowed affinity alone). 0 when fewer than two CPUs are available. */
-static int train_swapped(const char *args, char **out) {
+/* For train_via: each of two workers pinned (taskset) to the CPU baton's binding gives the other local rank
+ * (baton leaves a narrowed affinity alone), i.e. the ranks' CPUs swapped. NULL with fewer than two CPUs. */
+static const char *swapped_cpus(void) {
+    static char wrap[256];
     cpu_set_t cur;
     int cpu[2], n = 0;
-    if (sched_getaffinity(0, sizeof cur, &cur) != 0) return 0;
+    if (sched_getaffinity(0, sizeof cur, &cur) != 0) return NULL;
     for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
         if (CPU_ISSET(i, &cur)) cpu[n++] = i;
-    if (n < 2) return 0;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "export OPENBLAS_NUM_THREADS=1 BATON_FLIGHT_DIR=%s; %s run -n 2 -- sh -c 'if [ "
-             "$BATON_LOCAL_RANK = 0 ]; then c=%d; else c=%d; fi; exec taskset -c $c %s train %s' 2>&1",
-             th_tmpdir(), th_baton(), cpu[1], cpu[0], th_baton(), args);
-    ASSERT_EQ_INT(th_run(cmd, 150, out, NULL), 0);
-    return 1;
+    if (n < 2) return NULL;
+    snprintf(wrap, sizeof wrap, "sh -c 'if [ $BATON_LOCAL_RANK = 0 ]; then c=%d; else c=%d; fi; "
+             "exec taskset -c $c \"$0\" \"$@\"' ", cpu[1], cpu[0]);
+    return wrap;
 }
 
 /* The same run without the knob names no straggler; --metrics FILE.csv writes CSV. With the comm and prefetch
@@ -266,7 +271,8 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
      * a diagnosis that names someone in every run fails, unless the rank it names sat on the same CPU every time
      * (the slowness followed the CPU, not the rank: the machine's, and rightly named). bench/straggler_check.sh
      * holds the 5-of-5 floor on a quiet machine. */
-    int named_cpu = -2, swapped_runs = 0;   /* -2: nothing named yet; -1: named ranks on different CPUs */
+    const char *swap = swapped_cpus();
+    int named_cpu = -2;   /* -2: nothing named yet; -1: named ranks on different CPUs */
     for (int attempt = 0; attempt < 4; attempt++) {
         if (j) {
             fprintf(stderr, "attempt %d named rank %d:\n%s\n", attempt, (int)num(j, "straggler_rank"), out);
@@ -274,15 +280,14 @@ TEST_T(no_straggler_named_without_a_slow_rank_and_csv_metrics, 150) {
             free(out);
             remove(tmp_path("m.csv"));
         }
-        int swapped = attempt % 2 && train_swapped(args, &out);
-        if (!swapped) out = NULL, j = train_json(2, "", args, &out);
-        else j = json_line(out), swapped_runs++;
+        int swapped = attempt % 2 && swap;
+        j = train_json_via(2, "", swapped ? swap : "", args, &out);
         int named = (int)num(j, "straggler_rank");
         if (named == -1) break;
         int on = swapped ? 1 - named : named;   /* the named rank's CPU: 0 or 1 of the two */
         named_cpu = named_cpu == -2 || named_cpu == on ? on : -1;
     }
-    if (num(j, "straggler_rank") != -1 && named_cpu >= 0 && swapped_runs > 0) {
+    if (num(j, "straggler_rank") != -1 && named_cpu >= 0 && swap) {   /* every run named someone, swapped or not */
         fprintf(stderr, "every run named the rank on the same CPU (%d of the two), with and without the ranks swapped: "
                 "that CPU was slower, not a rank; the no-straggler case was not checked in this run\n", named_cpu);
     } else {

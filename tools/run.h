@@ -133,10 +133,11 @@ int pick_torch_port(const char *host, int *port);
 void remove_shm_leftovers(const char *job_id);
 int pending_stop_signal(int sigfd);
 /* run_alive.c: the launchers of a multi-node job watch each other (BATON_NODE_TIMEOUT). run_alive_timeout reads
- * it (-1 after a message). run_alive_start (on every node but 0) connects a store client of its own and starts a
- * thread that bumps this launcher's heartbeat every second (-1 after a message). run_alive_lost (node 0 only; 0 elsewhere):
- * reads the other launchers' heartbeats through st, at most once a second, and returns 1 with why filled when
- * one has not moved for the timeout and its node has not said it is done. run_alive_stop (NULL is a no-op) stops the thread and frees. */
+ * it (-1 after a message). run_alive_start (on every node but 0) connects a store client of its own and starts
+ * a thread that bumps this launcher's heartbeat every second (-1 after a message). run_alive_lost (node 0
+ * only; 0 elsewhere) reads the other launchers' heartbeats through st, at most once a second, and returns 1
+ * with why filled when one has not moved for the timeout and its node has not said it is done. run_alive_stop
+ * (NULL is a no-op) stops the thread and frees. */
 typedef struct run_alive run_alive;
 int run_alive_timeout(double *lost_s);
 int run_alive_start(const char *host, int port, const uint8_t *secret, long node_rank, long nnodes, double lost_s,

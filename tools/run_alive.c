@@ -5,10 +5,10 @@
  * power or its network answers nothing, and node 0's launcher waited up to 600 s for it to say it was done,
  * the others up to the store's 300 s I/O timeout (docs/cluster.md, "When a node is lost").
  *
- * Every launcher but node 0's runs a thread that adds 1 to "launcher/R/beat" every BEAT_MS over a store
+ * Every launcher but node 0's runs a thread that adds 1 to "launcher/R/beat" every BEAT_S over a store
  * connection of its own (the main thread's one may be inside a long request, and spawning hundreds of workers
  * takes seconds). Node 0's own liveness needs no beat: its store answering is it.
- * Node 0's launcher, which hosts the store, reads the others' counters at most once per BEAT_MS from its main
+ * Node 0's launcher, which hosts the store, reads the others' counters at most once per BEAT_S from its main
  * loop and calls a node lost once its counter has not moved for BATON_NODE_TIMEOUT seconds (default 30)
  * and the node has not said its workers are done ("launcher/R/done": a node that is done may leave).
  * The other launchers bound every store request by the same time (baton_store_set_io_timeout), so that a
@@ -22,7 +22,7 @@
 #include "run.h"
 #include "util/util.h"
 
-enum { BEAT_MS = 1000 };
+enum { BEAT_S = 1 };
 
 struct run_alive {
     baton_store *st;          /* the beat thread's own connection */
@@ -62,9 +62,7 @@ static void *beat_main(void *p) {
         if (rc < 0) break;   /* the store is gone: the main thread's own requests will say so */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);   /* the condition variable's clock */
-        ts.tv_nsec += (long)(BEAT_MS % 1000) * 1000000L;
-        ts.tv_sec += BEAT_MS / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        ts.tv_sec += BEAT_S;
         while (!a->stop && pthread_cond_timedwait(&a->cv, &a->mu, &ts) == 0) {}
     }
     pthread_mutex_unlock(&a->mu);
@@ -102,9 +100,7 @@ int run_alive_start(const char *host, int port, const uint8_t *secret, long node
             a->seen[r] = -1;
             a->moved[r] = now;
         }
-    }
-    if (node_rank == 0) {
-        *out = a;
+        *out = a;   /* no beat of its own: its store answering is node 0's sign of life */
         return 0;
     }
     if (baton_store_connect(host, port, secret, BATON_STORE_SECRET_BYTES, lost_s, &a->st) < 0) {
@@ -128,7 +124,7 @@ int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len) {
     if (!a || a->node_rank != 0) return 0;
     uint64_t now = baton__now_ns();
     if (now < a->next_check) return 0;
-    a->next_check = now + BEAT_MS * 1000000ull;
+    a->next_check = now + BEAT_S * 1000000000ull;
     for (long r = 1; r < a->nnodes; r++) {
         char key[64];
         int64_t v;

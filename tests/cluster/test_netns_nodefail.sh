@@ -39,13 +39,16 @@ wait_joined() { i=0; while [ $i -lt 600 ]; do
 # reaped NODE LIMIT: waits at most LIMIT s for node NODE's launcher; prints its exit code, or "running"
 reaped() { i=0; while [ $i -lt $(($2 * 10)) ]; do
     [ -s "$out/rc$1" ] && { cat "$out/rc$1"; return; }; sleep 0.1; i=$((i + 1)); done; echo running; }
-# start_job PORT: a fresh secret, both nodes' launchers running LOOP; 1 if the ranks did not join
-start_job() {
+# launch_both PORT ARGS...: a fresh secret, both nodes' launchers running ARGS
+launch_both() {
+    port=$1
+    shift
     secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-    node_launch 0 "$1" $LOOP
-    node_launch 1 "$1" $LOOP
-    wait_joined && sleep 1
+    node_launch 0 "$port" "$@"
+    node_launch 1 "$port" "$@"
 }
+# start_job PORT: both nodes running LOOP; 1 if the ranks did not join
+start_job() { launch_both "$1" $LOOP; wait_joined && sleep 1; }
 LOOP="$BATON bench allreduce -b 256K -e 256K -w 1 -n 100000000 --min-time 3000"
 
 sh $NETNS up 2 --name "$name" >/dev/null || { echo "FAIL netns_cluster_up"; echo "0 passed, 1 failed"; exit 1; }
@@ -102,9 +105,7 @@ check short_node_timeout_no_false_alarm_in_a_4s_job $st
 # 4. a node whose workers are done may leave: node 1's worker exits at once and its launcher is stopped (SIGTERM) in
 # its wait at the end, while node 0's worker works on alone for 8 s (as a rank 0 that saves or evaluates last):
 # node 0 must not take node 1's silence for a loss
-secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-node_launch 0 29534 sh -c 'if [ "$BATON_NODE_RANK" = 0 ]; then sleep 8; fi'
-node_launch 1 29534 sh -c 'if [ "$BATON_NODE_RANK" = 0 ]; then sleep 8; fi'
+launch_both 29534 sh -c 'if [ "$BATON_NODE_RANK" = 0 ]; then sleep 8; fi'
 rc1=$(reaped 1 3)
 [ "$rc1" = running ] && kill -TERM "$(launcher_of 1)" 2>/dev/null
 rc0=$(reaped 0 $LIMIT)
