@@ -358,6 +358,54 @@ TEST(two_launchers_failure_on_one_node_stops_the_other) {
     free(out);
 }
 
+/* Node 0's worker fails after node 1's finished: node 1's launcher, waiting at the end for node 0, must learn that
+ * the job failed and exit non-zero. Node 0 used to leave (and take the store) as soon as it had counted itself
+ * done, so node 1 often never read the failure and exited 0. Five runs: the old race lost most of them. */
+TEST(a_node_whose_workers_succeeded_exits_1_when_node_0_failed) {
+    for (int i = 0; i < 5; i++) {
+        char *out;
+        ASSERT_EQ_INT(two_nodes(&out, NULL, "-n 1", "-n 1", "sh -c 'sleep 0.5; exit 3'", "true"), 0);
+        ASSERT_CONTAINS(out, "rc0=1 rc1=1");
+        ASSERT_CONTAINS(out, "this node's workers succeeded but the job failed elsewhere: node 0: rank 0 exited with code 3");
+        free(out);
+    }
+}
+
+/* A rank that exits 0 without calling baton_init while the others are joining: the job can never form. The
+ * launcher stops it at once, naming the rank, instead of letting the others wait out BATON_JOIN_TIMEOUT (120 s)
+ * and blame a rank that "may be stopped, hung or still starting". A rank that exits 0 while the others run
+ * something that does not use baton is no failure. */
+TEST(a_rank_that_exits_without_joining_stops_the_job_and_is_named) {
+    char *out, bench[512];
+    double dt;
+    snprintf(bench, sizeof bench, "%s bench allreduce -b 1K -e 1K -n 2 -w 1", th_baton());
+    int rc = run(60, &out, &dt, "BATON_JOIN_TIMEOUT=100 %s run -n 3 -- sh -c 'if [ $RANK = 1 ]; then exit 0; fi; exec %s'",
+                 th_baton(), bench);
+    ASSERT_EQ_INT(rc, 1);
+    ASSERT_CONTAINS(out, "rank 1 exited with code 0 without joining the job, so rank ");
+    ASSERT_CONTAINS(out, "every rank must call baton_init, or none");
+    ASSERT_TRUE(dt < 20.0 * th_timeout_scale());
+    free(out);
+    /* the rank that waits joins later than the one that left */
+    rc = run(60, &out, &dt, "BATON_JOIN_TIMEOUT=100 %s run -n 2 -- sh -c 'if [ $RANK = 0 ]; then exit 0; fi; sleep 1; exec %s'",
+             th_baton(), bench);
+    ASSERT_EQ_INT(rc, 1);
+    ASSERT_CONTAINS(out, "rank 0 exited with code 0 without joining the job, so rank 1, which is joining it");
+    ASSERT_TRUE(dt < 20.0 * th_timeout_scale());
+    free(out);
+    /* across nodes: node 1's only rank leaves, node 0's joins */
+    ASSERT_EQ_INT(two_nodes(&out, &dt, "-n 1", "-n 1", bench, "true"), 0);
+    ASSERT_CONTAINS(out, "rc0=1 rc1=1");
+    ASSERT_CONTAINS(out, "rank 1 exited with code 0 without joining the job, so rank 0, which is joining it");
+    ASSERT_TRUE(dt < 20.0 * th_timeout_scale());
+    free(out);
+    /* no baton in the workers: an early clean exit is fine */
+    rc = run(60, &out, NULL, "%s run -n 2 -- sh -c 'if [ $RANK = 1 ]; then exit 0; fi; sleep 1'", th_baton());
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_TRUE(strstr(out, "baton run") == NULL);
+    free(out);
+}
+
 TEST(two_launchers_with_different_nproc_fail_clearly) {
     char *out;
     ASSERT_EQ_INT(two_nodes(&out, NULL, "-n 2", "-n 3", "true", "true"), 0);

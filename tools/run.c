@@ -13,8 +13,12 @@
  *   4. checks that every node has the same -n and --nnodes, then starts its workers,
  *   5. while they run, polls "job/abort" every 250 ms; a launcher whose workers fail (or that is
  *      interrupted) writes "job/abort" so that the other nodes stop theirs; losing the store counts too,
- *   6. at the end counts itself in "job/done" and waits for all M (up to 600 s) so that node 0 keeps the
- *      store up for the others, then removes /dev/shm/baton-<jobid>-* on its machine.
+ *   6. at the end counts itself in "job/done" (plus DONE_FAILED if its part failed) and waits for all M (up to
+ *      600 s) so that node 0 keeps the store up for the others; the others then read the outcome and say so
+ *      ("job/left"), node 0 waits for that (up to 10 s) before its store goes; each removes
+ *      /dev/shm/baton-<jobid>-* on its machine.
+ * While workers run, every launcher also watches for a rank that exited without joining while another is
+ * joining (run_group.c: the join can never complete; the job is stopped naming it).
  * From step 4 on every launcher but node 0's beats a heartbeat into the store (run_alive.c): node 0 stops the
  * job (5) or its wait (6) once a node that has not said it is done has been silent for BATON_NODE_TIMEOUT
  * seconds, and every store request of the others is bounded by that time, so a node that dies or drops off
@@ -39,7 +43,8 @@
 
 extern char **environ;
 
-enum { DONE_WAIT_S = 600 };
+enum { DONE_WAIT_S = 600, LEAVE_WAIT_S = 10 };
+#define DONE_FAILED ((int64_t)1 << 32)   /* added to job/done by a node whose job failed (step 6) */
 
 /* ---- environment ----------------------------------------------------------------------------------- */
 
@@ -155,6 +160,7 @@ int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, ru
         fprintf(stderr, "baton run: the workers' output goes to %s/RANK/{stdout,stderr}.log\n", dir);
     }
     if (run_group_spawn(g, n, ranks, o->prog, (char **const *)envs, o->tag, logs) < 0) goto failed;
+    g->st = j->st;
     *out = run_group_wait(g, sigfd, poll, ctx);
     rc = 0;
 done:
@@ -223,15 +229,19 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
             baton_store_server_stop(srv);
             return 1;
         }
+        /* the launcher's own client: the join watch (run_group.c) and, after a failure, what the workers said */
+        baton_store *st = NULL;
+        if (baton_store_connect(host, j->store_port, secret, BATON_STORE_SECRET_BYTES, 2.0, &st) < 0) {
+            BATON_DEBUG("baton run: no store client of its own (%s): no join watch", baton_last_error());
+            st = NULL;
+        }
+        j->st = st;
         run_group g;
         run_outcome oc;
         int rc = run_attempt(j, sigfd, NULL, NULL, &g, &oc);
-        if (rc == 0 && oc.result != RUN_OK) { /* what the failing workers said, for the blame */
-            baton_store *st = NULL;
-            if (baton_store_connect(host, j->store_port, secret, BATON_STORE_SECRET_BYTES, 2.0, &st) == BATON_OK)
-                run_group_read_failures(&g, st);
-            baton_store_close(st);
-        }
+        if (rc == 0 && oc.result != RUN_OK) run_group_read_failures(&g, st); /* what the failing workers said */
+        j->st = NULL;
+        baton_store_close(st);
         baton_store_server_stop(srv);
         remove_shm_leftovers(j->job_id);
         if (rc < 0) {
@@ -246,6 +256,7 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
         }
         run_group_report(&g, prefix);
         show_failed_logs(j, &g);
+        size_t before = hl;
         for (int i = 0; i < g.n && hl < sizeof history - 128; i++)
             if (!g.w[i].stopped && !(WIFEXITED(g.w[i].status) && WEXITSTATUS(g.w[i].status) == 0)) {
                 char how[96];
@@ -253,6 +264,8 @@ static int run_single_node(job *j, const uint8_t *secret, int sigfd) {
                 hl += (size_t)snprintf(history + hl, sizeof history - hl, "baton run:   attempt %d: rank %d %s\n",
                                        attempt, g.w[i].rank, how);
             }
+        if (hl == before && oc.why[0] && hl < sizeof history - 128) /* stopped by the launcher, no rank failed */
+            hl += (size_t)snprintf(history + hl, sizeof history - hl, "baton run:   attempt %d: %.200s\n", attempt, oc.why);
         run_group_free(&g);
         if (oc.result != RUN_FAILED) return exit_code_for(&oc);
         if (attempt >= o->max_restarts) {
@@ -413,6 +426,21 @@ store_err:
     return 1;
 }
 
+/* The end of step 6: the other nodes say they no longer need the store (they have read the outcome, or they
+ * leave anyway); node 0, once every node is counted done, waits for that (at most LEAVE_WAIT_S, or until a stop
+ * signal) before its store goes. */
+static void leave_together(baton_store *st, const run_opts *o, int sigfd) {
+    int64_t left = 0;
+    if (o->node_rank != 0) {
+        baton_store_add(st, "job/left", 1, &left);
+        return;
+    }
+    uint64_t deadline = baton__deadline_after(LEAVE_WAIT_S);
+    while (left < o->nnodes - 1 && baton__now_ns() < deadline && !pending_stop_signal(sigfd) &&
+           baton_store_add(st, "job/left", 0, &left) == 0)
+        if (left < o->nnodes - 1) baton__sleep_ns(10000000ull);
+}
+
 static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     const run_opts *o = j->o;
     double rdzv_timeout = 300, lost_s;
@@ -441,6 +469,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     if (run_alive_start(o->rdzv_host, o->rdzv_port, secret, o->node_rank, o->nnodes, lost_s, &alive) < 0) goto out;
     baton_store_set_io_timeout(st, lost_s);
 
+    j->st = st;
     remote_ctx ctx = {st, o, alive};
     run_group g;
     run_outcome oc;
@@ -473,16 +502,19 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     run_group_free(&g);
     code = exit_code_for(&oc);
 
-    /* step 6: wait until every launcher is done, so that node 0's store outlives everybody's workers */
+    /* step 6: wait until every launcher is done, so that node 0's store outlives everybody's workers. A node
+     * whose job failed adds DONE_FAILED with its 1, so the count that says everyone is done also says whether
+     * anyone failed; node 0 then keeps the store up until the others have read the outcome ("job/left"), for the
+     * reason of the failure (job/abort) too, bounded by LEAVE_WAIT_S. */
     int64_t done = 0;
-    if (run_alive_done(alive, st) == 0 && baton_store_add(st, "job/done", 1, &done) == 0) {
+    if (run_alive_done(alive, st) == 0 && baton_store_add(st, "job/done", code ? 1 + DONE_FAILED : 1, &done) == 0) {
         uint64_t deadline = baton__deadline_after(DONE_WAIT_S);
         int said = 0;
-        while (done < o->nnodes && baton__now_ns() < deadline) {
+        while (done % DONE_FAILED < o->nnodes && baton__now_ns() < deadline) {
             if (pending_stop_signal(sigfd)) break;
             if (!said && o->node_rank == 0) {
                 BATON_INFO("baton run: node 0 is done; keeping the store up until the other %ld node(s) finish",
-                           o->nnodes - (long)done);
+                           o->nnodes - (long)(done % DONE_FAILED));
                 said = 1;
             }
             char why[256];
@@ -492,15 +524,16 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
                 break;
             }
             baton__sleep_ns(100000000ull);
-            if (baton_store_add(st, "job/done", 0, &done) < 0) break;   /* node 0 saw everybody done and left */
+            if (baton_store_add(st, "job/done", 0, &done) < 0) break;   /* the store is gone */
         }
         int exists = 0;
-        if (code == 0 && baton_store_check(st, "job/abort", &exists) == 0 && exists) {
-            char why[256];
-            poll_abort(&ctx, why, sizeof why);
+        if (code == 0 && (done >= DONE_FAILED || (baton_store_check(st, "job/abort", &exists) == 0 && exists))) {
+            char why[256] = "another node's launcher failed";
+            if (baton_store_check(st, "job/abort", &exists) == 0 && exists) poll_abort(&ctx, why, sizeof why);
             fprintf(stderr, "baton run: this node's workers succeeded but the job failed elsewhere: %s\n", why);
             code = 1;
         }
+        if (o->node_rank != 0 || done % DONE_FAILED >= o->nnodes) leave_together(st, o, sigfd);
     }
 out:
     run_alive_stop(alive);

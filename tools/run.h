@@ -39,6 +39,7 @@ typedef struct {
     char fail_kind[12];           /* what it posted at baton/fail/<rank> on failing: timeout, peer, mismatch,
                                    * error; "" if nothing (it crashed, failed outside baton, or stayed silent) */
     int fail_peer;                /* the rank it said it waited for, or -1 */
+    int join_checked;             /* its clean exit was checked for a join it never made (run_group.c) */
     int fd[2];                    /* relay pipes for stdout / stderr (--tag-output), -1 if none or closed */
     run_linebuf lb[2];
 } run_worker;
@@ -49,6 +50,9 @@ typedef struct {
     pid_t pgid;                   /* the workers' process group */
     int tag;                      /* --tag-output */
     int running;                  /* workers not reaped yet */
+    baton_store *st;              /* a client of the workers' store for the join watch (run_group.c), or NULL:
+                                   * borrowed from the job, set after run_group_spawn */
+    uint64_t next_join_watch;     /* when the join watch looks again (CLOCK_MONOTONIC ns) */
 } run_group;
 
 typedef enum {
@@ -124,6 +128,7 @@ typedef struct {
     int store_port;
     int torch_port;               /* MASTER_PORT: free for torch.distributed's own store (rank 0 binds it) */
     int restart;
+    baton_store *st;              /* a client of the workers' store, or NULL (no join watch): the caller's */
 } job;
 
 int run_attempt(job *j, int sigfd, run_poll_fn poll, void *ctx, run_group *g, run_outcome *out);

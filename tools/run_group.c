@@ -237,6 +237,67 @@ static int relay(run_worker *w, int s) {
     }
 }
 
+/* ---- a rank that leaves before joining ------------------------------------------------------------- */
+
+/* A job's ranks join together: baton_init returns on no rank until every rank has reached it. A rank that
+ * exits without having begun to join (no "baton/host/R" in the store: it never got to baton_init's rendezvous)
+ * can never join, so a rank that has begun would wait for it until its join timeout (BATON_JOIN_TIMEOUT, 120 s)
+ * and then name a rank that "may be stopped, hung or still starting". A clean exit is no failure by itself
+ * (workers that do not use baton, torch over gloo, say, set no such key), so the launcher that reaps it only
+ * notes it in the store ("job/unjoined": the rank); every launcher looks for that note, and stops the job once
+ * one of its own running workers has begun joining. The rank that left and the one that waits may be on
+ * different nodes. Any store error turns the watch off (losing the store is poll_abort's business). */
+enum { JOIN_WATCH_MS = 250 };
+
+static int host_entry(baton_store *st, int rank, int *exists) {
+    char key[48];
+    snprintf(key, sizeof key, "baton/host/%d", rank);
+    return baton_store_check(st, key, exists);
+}
+
+static void note_left_unjoined(run_group *g) {
+    for (int i = 0; g->st && i < g->n; i++) {
+        run_worker *w = &g->w[i];
+        if (w->running || w->join_checked || failed(w->status)) continue;
+        w->join_checked = 1;
+        int exists = 0;
+        char v[16];
+        int len = snprintf(v, sizeof v, "%d", w->rank);
+        if (host_entry(g->st, w->rank, &exists) < 0 || (!exists && baton_store_set(g->st, "job/unjoined", v, (size_t)len) < 0))
+            g->st = NULL;
+    }
+}
+
+/* 1 (why filled) when a rank left without joining and a running worker of this group has begun to join */
+static int join_cannot_complete(run_group *g, char *why, size_t len) {
+    int exists = 0;
+    if (baton_store_check(g->st, "job/unjoined", &exists) < 0) goto off;
+    if (!exists) return 0;
+    for (int i = 0; i < g->n; i++) {
+        if (!g->w[i].running) continue;
+        if (host_entry(g->st, g->w[i].rank, &exists) < 0) goto off;
+        if (!exists) continue;
+        void *v = NULL;
+        size_t n = 0;
+        if (baton_store_get(g->st, "job/unjoined", &v, &n, 1.0) < 0) goto off;
+        char rank[16] = "?";
+        if (n > 0 && n < sizeof rank) {
+            memcpy(rank, v, n);
+            rank[n] = '\0';
+            if (strspn(rank, "0123456789") != n) snprintf(rank, sizeof rank, "?");
+        }
+        free(v);
+        snprintf(why, len, "rank %s exited with code 0 without joining the job, so rank %d, which is joining it "
+                           "(baton_init), would wait for it in vain: every rank must call baton_init, or none",
+                 rank, g->w[i].rank);
+        return 1;
+    }
+    return 0;
+off:
+    g->st = NULL;
+    return 0;
+}
+
 /* ---- the wait loop --------------------------------------------------------------------------------- */
 
 /* 1 if pid, or a process descended from it, is in the stopped state ('T' or 't' in /proc/PID/stat). */
@@ -326,6 +387,7 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
         if (stopping && !killed) wake = kill_at;
         if (settle_until && !stopping && settle_until < wake) wake = settle_until;
         if (poll_remote && !stopping && g->running > 0 && next_poll < wake) wake = next_poll;
+        if (g->st && !stopping && g->running > 0 && g->next_join_watch < wake) wake = g->next_join_watch;
         if (drain_until && drain_until < wake) wake = drain_until;
         int timeout = -1;
         if (wake != UINT64_MAX) timeout = wake > now ? (int)((wake - now + 999999ull) / 1000000ull) : 0;
@@ -366,6 +428,15 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
                 }
         if (settle_until && !stopping && (now >= settle_until || g->running == 0))
             begin_stop(g, SIGTERM, &stopping, &kill_at);
+        note_left_unjoined(g);
+        if (g->st && !stopping && !settle_until && g->running > 0 && now >= g->next_join_watch) {
+            g->next_join_watch = now + JOIN_WATCH_MS * 1000000ull;
+            if (join_cannot_complete(g, o.why, sizeof o.why)) {
+                o.result = RUN_FAILED;
+                fprintf(stderr, "baton run: %s; stopping the workers\n", o.why);
+                begin_stop(g, SIGTERM, &stopping, &kill_at);
+            }
+        }
         if (poll_remote && !stopping && g->running > 0 && now >= next_poll) {
             next_poll = now + POLL_REMOTE_MS * 1000000ull;
             if (poll_remote(ctx, o.why, sizeof o.why)) {
