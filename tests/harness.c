@@ -2,11 +2,13 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -158,10 +160,90 @@ static void rm_rf(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", dir);
 }
 
+/* Kills whatever a test left running, wherever it sits: th_run puts each command in a process group of its own
+ * and `baton run` its workers in another, so the test's group alone does not hold them, and a test killed at
+ * its time limit never reaches th_run's own clean-up. The runner is a child subreaper (main), so every orphan
+ * of a test is reparented to it: each pass kills and reaps its children, whose own children then come to it
+ * for the next pass. Bounded in passes. */
+static void kill_descendants(void) {
+    for (int pass = 0; pass < 50; pass++) {
+        int found = 0;
+        DIR *d = opendir("/proc");
+        if (!d) return;
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            char path[300], buf[512];
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            size_t r = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[r] = '\0';
+            const char *rp = strrchr(buf, ')');
+            int ppid = 0;
+            char st = 0;
+            if (!rp || sscanf(rp + 1, " %c %d", &st, &ppid) != 2 || ppid != (int)getpid()) continue;
+            if (st != 'Z') kill((pid_t)atoi(e->d_name), SIGKILL);
+            found = 1;
+        }
+        closedir(d);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        if (!found) return;
+        usleep(2000);
+    }
+}
+
+/* The names of /dev/shm/baton-* (shared-memory segments of jobs that are joining: baton unlinks the name once
+ * every local rank has attached), as one string "\nname\nname...\n" (malloc'ed; NULL if none or unreadable). */
+static char *shm_names(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return NULL;
+    size_t cap = 1, len = 0;
+    char *all = NULL;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "baton-", 6)) continue;
+        size_t n = strlen(e->d_name);
+        char *nb = realloc(all, cap + n + 2);
+        if (!nb) break;
+        all = nb;
+        if (!len) all[len++] = '\n';
+        memcpy(all + len, e->d_name, n);
+        len += n;
+        all[len++] = '\n';
+        all[len] = '\0';
+        cap = len + 1;
+    }
+    closedir(d);
+    return all;
+}
+
+/* After a test killed at its time limit: its workers died by SIGKILL before unlinking the segment they were
+ * joining, so the names that appeared during the test are removed (a test that ends on its own must clean up
+ * itself; nothing is removed then). */
+static void remove_new_shm(const char *before) {
+    char *now = shm_names();
+    for (char *p = now; p && *p;) {
+        char *end = strchr(p + 1, '\n');
+        if (!end) break;
+        *end = '\0';
+        char want[300];
+        snprintf(want, sizeof want, "\n%s\n", p + 1);
+        if (p[1] && (!before || !strstr(before, want))) {
+            char path[320];
+            snprintf(path, sizeof path, "/dev/shm/%s", p + 1);
+            unlink(path);
+        }
+        *end = '\n';
+        p = end;
+    }
+    free(now);
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0;
     signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);   /* a test's orphans come to the runner (kill_descendants) */
     for (int i = 0; i < ntests; i++) {
         if (filter && !strstr(tests[i].name, filter)) continue;
         double t0 = now_s();
@@ -170,6 +252,7 @@ int main(int argc, char **argv) {
         char dir[256];
         snprintf(dir, sizeof dir, "/tmp/baton-test-XXXXXX");
         if (!mkdtemp(dir)) { perror("mkdtemp"); return 2; }
+        char *shm_before = shm_names();
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
@@ -198,6 +281,9 @@ int main(int argc, char **argv) {
             usleep(5000);
         }
         kill(-pid, SIGKILL); /* anything the test left running */
+        kill_descendants();
+        if (timed_out) remove_new_shm(shm_before);
+        free(shm_before);
         rm_rf(dir);
         double dt = now_s() - t0;
         if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {

@@ -406,6 +406,42 @@ TEST(a_rank_that_exits_without_joining_stops_the_job_and_is_named) {
     free(out);
 }
 
+/* A rendezvous that times out says why when it can: the node ranks nobody claimed, a rank claimed twice, and
+ * connections refused for a wrong secret (node 0 hosts the store and counts them). */
+TEST(a_rendezvous_that_times_out_names_the_missing_ranks_a_duplicate_and_a_wrong_secret) {
+    char *out, s0[80];
+    int port = th_free_port();
+    ASSERT_TRUE(port > 0);
+    snprintf(s0, sizeof s0, "%s", new_secret());
+    int rc = run(60, &out, NULL,
+                 "export BATON_RDZV_TIMEOUT=3; "
+                 "BATON_SECRET=%s %s run --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- true & P=$!; "
+                 "BATON_SECRET=%s %s run --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- true; r0=$?; wait $P; "
+                 "echo rc0=$r0 rc1=$?",
+                 new_secret(), th_baton(), port, s0, th_baton(), port);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(out, "rc0=1 rc1=1");
+    ASSERT_CONTAINS(out, "only 1 of 2 launchers joined the rendezvous at 127.0.0.1:");
+    ASSERT_CONTAINS(out, "(missing: node rank 1)");
+    ASSERT_CONTAINS(out, "connection(s) to the store failed to authenticate: is BATON_SECRET the same on every launcher?");
+    free(out);
+    /* two launchers claim node rank 1, nobody node rank 2 */
+    port = th_free_port();
+    ASSERT_TRUE(port > 0);
+    rc = run(60, &out, NULL,
+             "export BATON_SECRET=%s BATON_RDZV_TIMEOUT=3; B=%s; "
+             "$B run --nnodes 3 --node-rank 1 --rdzv 127.0.0.1:%d -- true & Q=$!; "
+             "$B run --nnodes 3 --node-rank 1 --rdzv 127.0.0.1:%d -- true & R=$!; "
+             "$B run --nnodes 3 --node-rank 0 --rdzv 127.0.0.1:%d -- true; r0=$?; wait $Q; q=$?; wait $R; "
+             "echo rc0=$r0 rc1=$q,$?",
+             new_secret(), th_baton(), port, port, port);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_CONTAINS(out, "rc0=1 rc1=1,1");
+    ASSERT_CONTAINS(out, "node rank 1 is already taken by another launcher");
+    ASSERT_CONTAINS(out, "(missing: node rank 2) (node rank 1 was claimed by two launchers)");
+    free(out);
+}
+
 TEST(two_launchers_with_different_nproc_fail_clearly) {
     char *out;
     ASSERT_EQ_INT(two_nodes(&out, NULL, "-n 2", "-n 3", "true", "true"), 0);

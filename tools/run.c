@@ -37,6 +37,7 @@
 
 #include "commands.h"
 #include "rendezvous/store.h"
+#include "rendezvous/store_proto.h"
 #include "run.h"
 #include "transport/tcp.h"
 #include "util/util.h"
@@ -329,8 +330,45 @@ static int store_long(baton_store *st, const char *key, long *out) {
     return rc;
 }
 
+/* What a rendezvous that timed out can say about why: the node ranks nobody claimed (up to 8), a rank claimed
+ * twice, and (node 0, which hosts the store: srv) connections refused for a wrong secret. */
+static void rendezvous_hint(baton_store *st, baton_store_server *srv, long nnodes, char *out, size_t cap) {
+    size_t n = 0;
+    int listed = 0, more = 0;
+    out[0] = '\0';
+    for (long k = 0; k < nnodes && k < 4096; k++) {
+        char key[64];
+        int exists = 1;
+        snprintf(key, sizeof key, "launcher/%ld/claimed", k);
+        if (baton_store_check(st, key, &exists) < 0) break;
+        if (exists) continue;
+        if (listed == 8) {
+            more++;
+            continue;
+        }
+        n += (size_t)snprintf(out + n, cap - n, "%s%ld", listed ? ", " : " (missing: node rank ", k);
+        listed++;
+    }
+    if (listed && n < cap) n += (size_t)snprintf(out + n, cap - n, more ? " and %d more)" : ")", more);
+    int dup = 0;
+    if (n < cap && baton_store_check(st, "launcher/duplicate", &dup) == 0 && dup) {
+        void *v = NULL;
+        size_t vl = 0;
+        if (baton_store_get(st, "launcher/duplicate", &v, &vl, 1.0) == 0 && vl < 16 && strspn(v, "0123456789") >= vl)
+            n += (size_t)snprintf(out + n, cap - n, " (node rank %.*s was claimed by two launchers)", (int)vl, (char *)v);
+        free(v);
+    }
+    baton__store_stats ss;
+    if (srv && n < cap) {
+        baton__store_server_stats(srv, &ss);
+        if (ss.auth_failed)
+            snprintf(out + n, cap - n, " (%llu connection(s) to the store failed to authenticate: is BATON_SECRET the "
+                     "same on every launcher?)", (unsigned long long)ss.auth_failed);
+    }
+}
+
 /* Steps 1-4 of the header comment. Returns 0, or the exit code. */
-static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
+static int rendezvous(job *j, baton_store *st, baton_store_server *srv, double rdzv_timeout, int sigfd) {
     const run_opts *o = j->o;
     char key[64], val[32];
     int64_t r;
@@ -339,6 +377,8 @@ static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
     if (r != 1) {
         fprintf(stderr, "baton run: node rank %ld is already taken by another launcher; give each launcher a distinct "
                 "--node-rank in 0..%ld\n", o->node_rank, o->nnodes - 1);
+        int vl = snprintf(val, sizeof val, "%ld", o->node_rank);   /* for the others' timeout message */
+        baton_store_set(st, "launcher/duplicate", val, (size_t)vl);
         return 1;
     }
     snprintf(key, sizeof key, "launcher/%ld/nproc", o->node_rank);
@@ -378,9 +418,11 @@ static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
             return 128 + sig;
         }
         if (baton__now_ns() >= deadline) {
-            fprintf(stderr, "baton run: only %lld of %ld launchers joined the rendezvous at %s:%d within %.0f s; start "
+            char hint[512];
+            rendezvous_hint(st, srv, o->nnodes, hint, sizeof hint);
+            fprintf(stderr, "baton run: only %lld of %ld launchers joined the rendezvous at %s:%d within %.0f s%s; start "
                     "one launcher per node rank 0..%ld (or raise BATON_RDZV_TIMEOUT)\n", (long long)r, o->nnodes,
-                    o->rdzv_host, o->rdzv_port, rdzv_timeout, o->nnodes - 1);
+                    o->rdzv_host, o->rdzv_port, rdzv_timeout, hint, o->nnodes - 1);
             return 1;
         }
         baton__sleep_ns(100000000ull);
@@ -421,8 +463,9 @@ static int rendezvous(job *j, baton_store *st, double rdzv_timeout, int sigfd) {
     }
     return 0;
 store_err:
-    fprintf(stderr, "baton run: rendezvous with the other launchers at %s:%d failed: %s\n", o->rdzv_host, o->rdzv_port,
-            baton_last_error());
+    fprintf(stderr, "baton run: rendezvous with the other launchers at %s:%d failed: %s%s\n", o->rdzv_host, o->rdzv_port,
+            baton_last_error(), o->node_rank ? " (node 0's launcher, which hosts it, ends the rendezvous when not every "
+                                              "node joins within its BATON_RDZV_TIMEOUT: its output says who was missing)" : "");
     return 1;
 }
 
@@ -459,7 +502,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
                 baton_last_error());
         goto out;
     }
-    code = rendezvous(j, st, rdzv_timeout, sigfd);
+    code = rendezvous(j, st, srv, rdzv_timeout, sigfd);
     if (code != 0) goto out;
     snprintf(j->store_host, sizeof j->store_host, "%s", o->rdzv_host);
     j->store_port = o->rdzv_port;
