@@ -2,6 +2,7 @@
  * connections, garbage and abandoned connections, and the job-secret helpers. The server runs in-process on
  * its own thread; multi-process cases fork clients. */
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -746,5 +747,38 @@ TEST_T(store_serves_4096_clients_at_once, 120) {
     ASSERT_EQ_U64(s.evicted, 0);
     for (int i = 0; i < MANY_CLIENTS; i++) baton_store_close(st[i]);
     free(st);
+    baton_store_server_stop(srv);
+}
+
+/* Where a store for several machines listens: an address or "localhost" as given; a name that resolves only to
+ * loopback here (this machine's own name on Debian, 127.0.1.1) becomes every interface of its family, so the
+ * other machines can reach it (tests/cluster/test_netns_hosts.sh runs that case across simulated nodes). */
+TEST(listen_host_keeps_addresses_and_opens_loopback_only_names) {
+    ASSERT_STR_EQ(baton_store_listen_host("127.0.0.1"), "127.0.0.1");
+    ASSERT_STR_EQ(baton_store_listen_host("10.1.2.3"), "10.1.2.3");
+    ASSERT_STR_EQ(baton_store_listen_host("::1"), "::1");
+    ASSERT_STR_EQ(baton_store_listen_host("localhost"), "localhost");
+    ASSERT_TRUE(baton_store_listen_host(NULL) == NULL);
+    char host[256] = "";
+    ASSERT_EQ_INT(gethostname(host, sizeof host - 1), 0);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+        fprintf(stderr, "    %s does not resolve here: the name case is left to the cluster test\n", host);
+        return;
+    }
+    int loop = (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127 && !ai->ai_next;
+    freeaddrinfo(ai);
+    fprintf(stderr, "    this machine's name %s resolves to %s\n", host, loop ? "loopback" : "another address");
+    if (loop) ASSERT_STR_EQ(baton_store_listen_host(host), "0.0.0.0");
+    /* and a store started there is reached through the name, the way node 0's own workers reach it */
+    uint8_t secret[BATON_STORE_SECRET_BYTES] = {1};
+    baton_store_server *srv = NULL;
+    baton_store *st = NULL;
+    ASSERT_OK(baton_store_server_start(baton_store_listen_host(host), 0, secret, sizeof secret, &srv));
+    ASSERT_OK(baton_store_connect(host, baton_store_server_port(srv), secret, sizeof secret, 10.0, &st));
+    char peer[80];
+    ASSERT_OK(baton_store_peer_address(st, peer, sizeof peer));
+    ASSERT_TRUE(peer[0] != '\0');
+    baton_store_close(st);
     baton_store_server_stop(srv);
 }

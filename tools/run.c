@@ -493,7 +493,7 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
     }
     if (run_alive_timeout(&lost_s) < 0) return 2;
     baton_store_server *srv = NULL;
-    if (o->node_rank == 0 && start_store(o->rdzv_host, o->rdzv_port, secret, &srv) < 0) return 1;
+    if (o->node_rank == 0 && start_store(baton_store_listen_host(o->rdzv_host), o->rdzv_port, secret, &srv) < 0) return 1;
     baton_store *st = NULL;
     run_alive *alive = NULL;
     int code = 1;

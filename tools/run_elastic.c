@@ -127,7 +127,7 @@ static int host_round(job *j, const uint8_t *secret, baton_store *st, long k, ba
     uint8_t rnd[BATON_STORE_SECRET_BYTES];
     char hex[2 * BATON_STORE_SECRET_BYTES + 1];
     int tp;
-    if (start_store(o->rdzv_host, 0, secret, srv) < 0 || pick_torch_port(o->rdzv_host, &tp) < 0 ||
+    if (start_store(baton_store_listen_host(o->rdzv_host), 0, secret, srv) < 0 || pick_torch_port(o->rdzv_host, &tp) < 0 ||
         baton_secret_generate(rnd) < 0)
         return -1;
     baton_secret_format(rnd, hex);
@@ -192,7 +192,7 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
     }
     baton_store_server *rdzv = NULL, *wsrv = NULL;
     baton_store *st = NULL;
-    if (host && start_store(o->rdzv_host, o->rdzv_port, secret, &rdzv) < 0) return 1;
+    if (host && start_store(baton_store_listen_host(o->rdzv_host), o->rdzv_port, secret, &rdzv) < 0) return 1;
     if (baton_store_connect(o->rdzv_host, o->rdzv_port, secret, BATON_STORE_SECRET_BYTES, rdzv_timeout, &st) < 0) {
         fprintf(stderr, "baton run: cannot reach the rendezvous store at %s:%d: %s\n", o->rdzv_host, o->rdzv_port,
                 baton_last_error());

@@ -177,7 +177,10 @@ static int connect_store(baton_comm *c, baton_store_plan *plan) {
     int rc;
     if (plan->host_it) {
         if (!plan->have_secret && (rc = baton_secret_generate(plan->secret)) < 0) return rc;
-        if ((rc = baton_store_server_start(plan->host, plan->port, plan->secret, sizeof plan->secret,
+        /* several nodes: a name that maps to loopback here (Debian's own-name entry) must not shut them out */
+        int one_node = c->id.local_world == c->world || c->id.nnodes == 1;
+        const char *listen = one_node ? plan->host : baton_store_listen_host(plan->host);
+        if ((rc = baton_store_server_start(listen, plan->port, plan->secret, sizeof plan->secret,
                                            &c->store_server)) < 0)
             return baton__fail_ctx(rc, "rank 0 cannot host the store on %s:%d: ", plan->host, plan->port);
         plan->port = baton_store_server_port(c->store_server);
@@ -405,6 +408,14 @@ static int exchange(baton_comm *c, uint64_t deadline) {
             return rc;
         }
     }
+    /* How a node's first rank reached the store's machine, when not over loopback: the address the ranks there
+     * publish for TCP if their own route to the store is loopback (comm_tcp.c). Before the host entry, so that
+     * it is there once the host table is. */
+    char seen[80];
+    if (c->id.local_rank <= 0 && baton_store_peer_address(c->store, seen, sizeof seen) == BATON_OK &&
+        strncmp(seen, "127.", 4) && strcmp(seen, "[::1]") &&
+        (rc = baton_store_set(c->store, "baton/store_seen", seen, strlen(seen))) < 0)
+        return rc;
     snprintf(key, sizeof key, "baton/host/%d", c->rank);
     if ((rc = baton_store_set(c->store, key, hostid, strlen(hostid))) < 0) return rc;
     if (one_node_by_launcher(c)) { /* the entry above stays: it names a missing rank after a timeout */

@@ -38,6 +38,35 @@ static int address_towards(const char *host, char *out, size_t n) {
     return BATON_OK;
 }
 
+/* Across nodes, a route to the store over loopback means the store's host name maps to loopback on this
+ * machine (Debian's /etc/hosts entry for the machine's own name, 127.0.1.1), and the other nodes cannot reach
+ * that: this machine's address is then the one the other nodes reached the store at ("baton/store_seen",
+ * published by their first ranks before their host entries, so it is there once the host table is). */
+static int not_loopback(baton_comm *c, char *host, size_t n) {
+    if (strncmp(host, "127.", 4) && strcmp(host, "[::1]")) return BATON_OK;
+    int exists = 0, rc;
+    void *v = NULL;
+    size_t len = 0;
+    pthread_mutex_lock(&c->store_mu);
+    rc = baton_store_check(c->store, "baton/store_seen", &exists);
+    if (rc == BATON_OK && exists) rc = baton_store_get(c->store, "baton/store_seen", &v, &len, 1.0);
+    pthread_mutex_unlock(&c->store_mu);
+    if (rc < 0) return rc;
+    if (!exists || len == 0 || len >= n || len >= 64) {
+        free(v);
+        return baton__fail(BATON_EINVAL, "the job spans several nodes but '%s' (the store) is reached over loopback "
+                                         "on this node (from %s), which the other nodes cannot reach; name node 0 by "
+                                         "an address the others use (MASTER_ADDR / --rdzv) or set BATON_HOST_ADDR",
+                           c->store_host, host);
+    }
+    BATON_INFO("tcp: '%s' is reached over loopback here (from %s); publishing %.*s, where the other nodes reach "
+               "this machine", c->store_host, host, (int)len, (char *)v);
+    memcpy(host, v, len);
+    host[len] = '\0';
+    free(v);
+    return BATON_OK;
+}
+
 /* The transport's address lookup: rank `peer`'s published "host:port", from the store. */
 static int addr_of(void *ctx, int peer, char *out, size_t cap, uint64_t deadline) {
     baton_comm *c = ctx;
@@ -71,6 +100,8 @@ int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline) {
     else if (c->nnodes == 1)
         snprintf(host, sizeof host, "127.0.0.1");
     else if ((rc = address_towards(c->store_host, host, sizeof host)) < 0)
+        return rc;
+    else if ((rc = not_loopback(c, host, sizeof host)) < 0)
         return rc;
     int port = 0, fd = -1;
     if ((rc = baton__tcp_listen(c->nnodes == 1 && !(ha && *ha) ? "127.0.0.1" : NULL, &port, &fd)) < 0) return rc;

@@ -33,6 +33,11 @@ typedef struct baton_store baton_store;
 int baton_store_server_start(const char *host, int port, const uint8_t *secret, size_t secret_len,
                              baton_store_server **out);
 int baton_store_server_port(const baton_store_server *srv);
+/* Where a store that other machines must reach should listen, given the host the job names it by: host itself,
+ * or the wildcard address of its family ("0.0.0.0" or "::") when host is a name (not an address, not
+ * "localhost") that resolves here to loopback addresses only, as Debian's /etc/hosts makes the machine's own
+ * name (127.0.1.1): listening there would shut every other machine out. Returns host or a static string. */
+const char *baton_store_listen_host(const char *host);
 void baton_store_server_stop(baton_store_server *srv);   /* NULL is a no-op; closes every connection */
 
 /* ---- client ---- */
@@ -40,6 +45,9 @@ void baton_store_server_stop(baton_store_server *srv);   /* NULL is a no-op; clo
 int baton_store_connect(const char *host, int port, const uint8_t *secret, size_t secret_len,
                         double timeout_s, baton_store **out);
 void baton_store_close(baton_store *st);                  /* NULL is a no-op */
+/* The numeric address of the server this client reached ("10.0.0.1", "[fd00::1]"): how this machine sees the
+ * store's; BATON_ESYS if the socket cannot say. */
+int baton_store_peer_address(const baton_store *st, char *out, size_t n);
 /* Bounds every later request that does not wait for a key (and the grace on top of waits) by s seconds,
  * instead of the connect timeout: a caller that must not hang on a frozen store (a failure report) lowers it.
  * A request that runs out of time leaves the connection unusable for later requests. */

@@ -8,6 +8,7 @@
  * there). SET / CHECK / ADD / DELETE wait at most the I/O timeout: max(connect timeout_s, 30 s).
  * After a transport failure or an I/O timeout mid-request the connection is unusable: every later call
  * fails with BATON_EPEERDEAD; close it and connect again. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -158,6 +159,21 @@ static int handshake(baton_store *st, const uint8_t *secret, size_t secret_len, 
     if (!ok)
         return baton__fail(BATON_EAUTH, "store %s: the server could not prove it knows the job secret "
                            "(wrong BATON_SECRET, or another service on that port)", st->peer);
+    return BATON_OK;
+}
+
+int baton_store_peer_address(const baton_store *st, char *out, size_t n) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char buf[INET6_ADDRSTRLEN];
+    if (!st || getpeername(st->fd, (struct sockaddr *)&ss, &len) != 0 ||
+        (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+        return baton__fail(BATON_ESYS, "store: cannot tell the server's address: %s", strerror(errno));
+    const void *a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                                             : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+    if (!inet_ntop(ss.ss_family, a, buf, sizeof buf))
+        return baton__fail(BATON_ESYS, "store: cannot format the server's address: %s", strerror(errno));
+    snprintf(out, n, ss.ss_family == AF_INET6 ? "[%s]" : "%s", buf);
     return BATON_OK;
 }
 

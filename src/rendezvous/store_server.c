@@ -717,6 +717,29 @@ int baton_store_server_start(const char *host, int port, const uint8_t *secret, 
 
 int baton_store_server_port(const baton_store_server *srv) { return srv ? srv->port : -1; }
 
+const char *baton_store_listen_host(const char *host) {
+    if (!host || !*host || !strcmp(host, "localhost")) return host;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai = NULL;
+    if (getaddrinfo(host, NULL, &hints, &ai) == 0) { /* an address: the user's choice */
+        freeaddrinfo(ai);
+        return host;
+    }
+    hints.ai_flags = 0;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) return host; /* open_listener will say so */
+    int loop4 = 0, loop6 = 0, other = 0;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET &&
+            (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127) loop4 = 1;
+        else if (a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr)) loop6 = 1;
+        else other = 1;
+    }
+    freeaddrinfo(ai);
+    if (other || !(loop4 || loop6)) return host;
+    BATON_INFO("store: '%s' resolves to loopback only on this machine (as /etc/hosts does for a Debian machine's own "
+               "name); listening on every interface so that the other nodes can reach it", host);
+    return loop4 ? "0.0.0.0" : "::";
+}
+
 void baton__store_server_stats(baton_store_server *s, baton__store_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;

@@ -18,6 +18,7 @@
 #   netns.sh with N [--rate R] -- CMD...
 #                                      up, run CMD with BATON_CLUSTER=NAME in its environment, down (also when
 #                                      CMD fails or this script is interrupted); exits with CMD's code
+#   netns.sh hosts NAME NODE LINE...   node NODE's own /etc/hosts (localhost and LINEs; removed by down)
 #   netns.sh gc                        remove clusters of this prefix whose creating process is gone
 #
 # Names: "$BATON_NETNS_PREFIX<pid>" (prefix default "baton-sim", pid of the process that ran `up`, or of
@@ -72,6 +73,9 @@ cmd_down() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$name-(n[0-9]+|br)$"); do
         ip netns del "$ns" 2>/dev/null
     done
+    # a node's own /etc files (`hosts`), and /etc/netns itself once nothing else is in it
+    rm -rf "/etc/netns/$name-"n[0-9]* 2>/dev/null
+    rmdir /etc/netns 2>/dev/null
     return 0
 }
 
@@ -194,7 +198,7 @@ cmd_gc() {
     done
 }
 
-[ $# -ge 1 ] || die "usage: netns.sh up N [--rate R] | down NAME | exec NAME NODE CMD... | addr NAME NODE | bytes NAME NODE | drops NAME NODE | launch NAME -n L -- PROG... | with N -- CMD... | gc"
+[ $# -ge 1 ] || die "usage: netns.sh up N [--rate R] | down NAME | exec NAME NODE CMD... | addr NAME NODE | bytes NAME NODE | drops NAME NODE | launch NAME -n L -- PROG... | with N -- CMD... | hosts NAME NODE LINE... | gc"
 sub=$1
 shift
 case "$sub" in
@@ -216,5 +220,12 @@ case "$sub" in
     launch) [ $# -ge 1 ] || die "launch: netns.sh launch NAME -n L -- PROG..."; cmd_launch "$@" ;;
     with) [ $# -ge 1 ] || die "with: netns.sh with N -- CMD..."; cmd_with "$@" ;;
     gc) cmd_gc ;;
-    *) die "unknown command '$sub' (up, down, exec, addr, bytes, drops, launch, with, gc)" ;;
+    hosts) # NAME NODE LINE...: node NODE's /etc/hosts is these lines (ip netns exec mounts /etc/netns/NS/hosts
+           # over /etc/hosts), e.g. Debian's entry for the machine's own name: hosts NAME 0 "127.0.1.1 node0"
+        [ $# -ge 3 ] || die "hosts: NAME NODE LINE..."
+        ns=$(node_ns "$1" "$2") || exit 2
+        shift 2
+        mkdir -p "/etc/netns/$ns" || die "cannot make /etc/netns/$ns"
+        { echo "127.0.0.1 localhost"; for l in "$@"; do echo "$l"; done; } >"/etc/netns/$ns/hosts" ;;
+    *) die "unknown command '$sub' (up, down, exec, addr, bytes, drops, launch, with, hosts, gc)" ;;
 esac
