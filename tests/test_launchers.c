@@ -68,6 +68,30 @@ TEST_T(baton_run_two_nodes_on_one_machine, 60) {
     expect_topology(cmd, 4, nodes_of);
 }
 
+/* The same over IPv6 loopback: the ranks published "[::1]:PORT" but listened on IPv4's wildcard, and every
+ * connection between the two "nodes" was refused (found 2026-11-27). */
+TEST_T(baton_run_two_nodes_on_one_machine_over_ipv6, 90) {
+    char cmd[2048];
+    int port = th_free_port();
+    snprintf(cmd, sizeof cmd,
+             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff; "
+             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv [::1]:%d -- %s/tests/prog_topo & "
+             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv [::1]:%d -- %s/tests/prog_topo & "
+             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
+             th_baton(), port, th_build_dir(), th_baton(), port, th_build_dir());
+    launcher_ = "baton", transport_ = "tcp", per_node_ = 2;
+    expect_topology(cmd, 4, nodes_of);
+    /* BATON_HOST_ADDR as an IPv6 address without brackets: published as "[::1]:PORT" (it was "::1:PORT") */
+    port = th_free_port();
+    snprintf(cmd, sizeof cmd,
+             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff BATON_HOST_ADDR=::1; "
+             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
+             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
+             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
+             th_baton(), port, th_build_dir(), th_baton(), port, th_build_dir());
+    expect_topology(cmd, 4, nodes_of);
+}
+
 /* torchrun's variables by hand on one host, without LOCAL_WORLD_SIZE: a loopback MASTER_ADDR is one node
  * (this was refused as "multi-node ... needs BATON_SECRET"). */
 TEST_T(torchrun_variables_by_hand_with_loopback_master, 60) {

@@ -38,10 +38,12 @@ static int address_towards(const char *host, char *out, size_t n) {
     return BATON_OK;
 }
 
-/* Across nodes, a route to the store over loopback means the store's host name maps to loopback on this
- * machine (Debian's /etc/hosts entry for the machine's own name, 127.0.1.1), and the other nodes cannot reach
- * that: this machine's address is then the one the other nodes reached the store at ("baton/store_seen",
- * published by their first ranks before their host entries, so it is there once the host table is). */
+/* Across nodes, a route to the store over loopback means either that every node runs on this machine (launchers
+ * started side by side with --rdzv 127.0.0.1:PORT: loopback is right) or that the store's host name maps to
+ * loopback on this machine only (Debian's /etc/hosts entry for the machine's own name, 127.0.1.1), and the other
+ * nodes cannot reach that. Those other nodes' first ranks publish the address they reached the store at
+ * ("baton/store_seen", before their host entries, so it is there once the host table is): when it exists it is
+ * this machine's address as they see it, and it is what this rank publishes. */
 static int not_loopback(baton_comm *c, char *host, size_t n) {
     if (strncmp(host, "127.", 4) && strcmp(host, "[::1]")) return BATON_OK;
     int exists = 0, rc;
@@ -52,12 +54,10 @@ static int not_loopback(baton_comm *c, char *host, size_t n) {
     if (rc == BATON_OK && exists) rc = baton_store_get(c->store, "baton/store_seen", &v, &len, 1.0);
     pthread_mutex_unlock(&c->store_mu);
     if (rc < 0) return rc;
-    if (!exists || len == 0 || len >= n || len >= 64) {
+    if (!exists) return BATON_OK; /* every node reached the store over loopback: they all run here */
+    if (len == 0 || len >= n || len >= 64) {
         free(v);
-        return baton__fail(BATON_EINVAL, "the job spans several nodes but '%s' (the store) is reached over loopback "
-                                         "on this node (from %s), which the other nodes cannot reach; name node 0 by "
-                                         "an address the others use (MASTER_ADDR / --rdzv) or set BATON_HOST_ADDR",
-                           c->store_host, host);
+        return baton__fail(BATON_EPROTO, "tcp: baton/store_seen holds %zu bytes, not an address", len);
     }
     BATON_INFO("tcp: '%s' is reached over loopback here (from %s); publishing %.*s, where the other nodes reach "
                "this machine", c->store_host, host, (int)len, (char *)v);
@@ -95,7 +95,9 @@ int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline) {
     char host[300], addr[320], key[64];
     const char *ha = getenv("BATON_HOST_ADDR");
     int rc;
-    if (ha && *ha)
+    if (ha && *ha && strchr(ha, ':') && ha[0] != '[') /* an IPv6 address: "host:port" needs it in brackets */
+        snprintf(host, sizeof host, "[%.250s]", ha);
+    else if (ha && *ha)
         snprintf(host, sizeof host, "%s", ha);
     else if (c->nnodes == 1)
         snprintf(host, sizeof host, "127.0.0.1");
@@ -104,7 +106,10 @@ int baton__comm_setup_tcp(baton_comm *c, uint64_t deadline) {
     else if ((rc = not_loopback(c, host, sizeof host)) < 0)
         return rc;
     int port = 0, fd = -1;
-    if ((rc = baton__tcp_listen(c->nnodes == 1 && !(ha && *ha) ? "127.0.0.1" : NULL, &port, &fd)) < 0) return rc;
+    /* every interface, in the family of the address published ("[...]": IPv6; a wildcard without a family took
+     * IPv4's, and peers were refused at an IPv6 address) */
+    const char *bind_host = c->nnodes == 1 && !(ha && *ha) ? "127.0.0.1" : host[0] == '[' ? "::" : "0.0.0.0";
+    if ((rc = baton__tcp_listen(bind_host, &port, &fd)) < 0) return rc;
     snprintf(addr, sizeof addr, "%s:%d", host, port);
     snprintf(key, sizeof key, "baton/tcp/%d", c->rank);
     pthread_mutex_lock(&c->store_mu);
