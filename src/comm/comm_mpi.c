@@ -98,7 +98,8 @@ int baton__comm_mpi_bootstrap(baton_comm *c, baton_store_plan *plan, double time
             return rc;
         }
         snprintf(plan->host, sizeof plan->host, "%s", one_node ? "127.0.0.1" : ma && *ma ? ma : "0.0.0.0");
-        rc = baton_store_server_start(plan->host, 0, plan->secret, sizeof plan->secret, &c->store_server);
+        rc = baton_store_server_start(one_node ? plan->host : baton_store_listen_host(plan->host), 0, plan->secret,
+                                      sizeof plan->secret, &c->store_server);
         int port = rc < 0 ? 0 : baton_store_server_port(c->store_server);
         char addrs[BOOT_BYTES - 200] = "", hex[2 * BATON_STORE_SECRET_BYTES + 1];
         if (one_node) snprintf(addrs, sizeof addrs, "127.0.0.1");
