@@ -167,6 +167,8 @@ void run_alive_stop(run_alive *a) {
         a->stop = 1;
         pthread_cond_broadcast(&a->cv);
         pthread_mutex_unlock(&a->mu);
+        baton_store_interrupt(a->st);   /* a beat stuck in a request to a store that is gone would hold the join
+                                         * for up to BATON_NODE_TIMEOUT */
         pthread_join(a->thread, NULL);
     }
     baton_store_close(a->st);

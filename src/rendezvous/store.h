@@ -45,6 +45,9 @@ void baton_store_server_stop(baton_store_server *srv);   /* NULL is a no-op; clo
 int baton_store_connect(const char *host, int port, const uint8_t *secret, size_t secret_len,
                         double timeout_s, baton_store **out);
 void baton_store_close(baton_store *st);                  /* NULL is a no-op */
+/* Ends a request another thread may be blocked in on this connection (it fails at once) and every later one;
+ * the connection still has to be closed, after that thread is done with it. */
+void baton_store_interrupt(baton_store *st);
 /* The numeric address of the server this client reached ("10.0.0.1", "[fd00::1]"): how this machine sees the
  * store's; BATON_ESYS if the socket cannot say. */
 int baton_store_peer_address(const baton_store *st, char *out, size_t n);

@@ -162,6 +162,10 @@ static int handshake(baton_store *st, const uint8_t *secret, size_t secret_len, 
     return BATON_OK;
 }
 
+void baton_store_interrupt(baton_store *st) {
+    if (st && st->fd >= 0) shutdown(st->fd, SHUT_RDWR);
+}
+
 int baton_store_peer_address(const baton_store *st, char *out, size_t n) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
