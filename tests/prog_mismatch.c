@@ -1,11 +1,11 @@
 /* prog_mismatch.c: a worker that disagrees with the others on purpose, for test_reliability.c.
  *
  *   prog_mismatch KIND COUNT [last]
- *   KIND: count | dtype | op | skip | kind | root | roots | zero | zerokind
+ *   KIND: count | dtype | op | skip | kind | root | roots | zero | zerokind | leave
  *
  * Every rank first runs two matching all-reduces; then rank 1 (the odd one) differs in KIND ("roots":
  * every rank broadcasts from itself; "zero": rank 1 all-reduces 0 elements; "zerokind": all move 0
- * elements, rank 1 in an allgather). Then every rank runs a barrier, unless "last" is given: then the
+ * elements, rank 1 in an allgather; "leave": rank 1 exits 0, the others all-reduce once more). Then every rank runs a barrier, unless "last" is given: then the
  * mismatched collective is the job's last one. Each rank prints "rank R: error: <detail>" and exits 3 when
  * a collective failed, or "rank R: no error" and exits 0, which the test counts as a miss. */
 #include <stdio.h>
@@ -16,7 +16,7 @@
 
 int main(int argc, char **argv) {
     if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "last"))) {
-        fprintf(stderr, "usage: prog_mismatch count|dtype|op|skip|kind|root|roots|zero|zerokind COUNT [last]\n");
+        fprintf(stderr, "usage: prog_mismatch count|dtype|op|skip|kind|root|roots|zero|zerokind|leave COUNT [last]\n");
         return 2;
     }
     const char *kind = argv[1];
@@ -48,7 +48,15 @@ int main(int argc, char **argv) {
             rc = baton_broadcast(c, buf, n, BATON_F32, rank);
         else if (!strcmp(kind, "zero"))
             rc = baton_allreduce(c, buf, buf, odd ? 0 : n, BATON_F32, BATON_SUM);
-        else if (!strcmp(kind, "zerokind"))
+        else if (!strcmp(kind, "leave")) { /* the odd rank leaves, exit 0, while the others call once more */
+            if (odd) {
+                printf("rank %d: left\n", rank);
+                baton_comm_free(c);
+                free(buf);
+                return 0;
+            }
+            rc = baton_allreduce(c, buf, buf, n, BATON_F32, BATON_SUM);
+        } else if (!strcmp(kind, "zerokind"))
             rc = odd ? baton_allgather(c, buf, buf, 0, BATON_F32) : baton_allreduce(c, buf, buf, 0, BATON_F32, BATON_SUM);
         else {
             fprintf(stderr, "prog_mismatch: unknown kind %s\n", kind);

@@ -112,6 +112,28 @@ TEST(a_rank_that_posted_its_own_timeout_is_not_the_silent_one) {
 }
 
 /* A rank that crashes is still the first failure, not a rank that merely saw it. */
+/* A rank that leaves (exit 0) while the others still call collectives, as one whose data ran out first: the
+ * others fail on its dead connection or are canceled by the first of them, and the launcher's summary names
+ * the rank that left. It named a canceled rank ("rank 2 exited with code 3 (first failure)"): failures were
+ * ordered by exit time only, and the clean exit was not considered. */
+static void leaving_rank_is_blamed(const char *env) {
+    for (int run = 0; run < 3; run++) {
+        char cmd[1024], *out = NULL, line[512];
+        snprintf(cmd, sizeof cmd, "%s %s run -n 3 --timeout 20 -- %s/tests/prog_mismatch leave 4096", env, th_baton(),
+                 th_build_dir());
+        int rc = th_run(cmd, 60, &out, NULL);
+        cause_line(out, line, sizeof line);
+        if (!strstr(line, "rank 1 exited with code 0")) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, rc, out);
+        ASSERT_EQ_INT(rc, 1);
+        ASSERT_CONTAINS(line, "rank 1 exited with code 0 while the others still needed it");
+        ASSERT_CONTAINS(out, "rank 0 exited with code 3 (after rank 1 left)");
+        ASSERT_CONTAINS(out, "rank 2 exited with code 3 (after rank 1 left)");
+        free(out);
+    }
+}
+TEST_T(leaving_rank_is_blamed_over_shm, 200) { leaving_rank_is_blamed(""); }
+TEST_T(leaving_rank_is_blamed_over_tcp, 200) { leaving_rank_is_blamed("BATON_TRANSPORT=tcp"); }
+
 TEST_T(crashed_rank_is_blamed, 60) {
     char cmd[1024], *out = NULL, line[512];
     snprintf(cmd, sizeof cmd,

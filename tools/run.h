@@ -78,9 +78,11 @@ int run_group_spawn(run_group *g, int n, const int *ranks, char *const argv[], c
                     const int *log_fds);   /* log_fds: stdout and stderr of each worker (2n), or NULL */
 run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll, void *ctx);
 /* Prints one line per failed or stopped worker to stderr, each prefixed with prefix, the likely root cause
- * marked "(first failure)". When every rank that failed did so waiting for others (timeouts, dead peers) and
- * some rank stayed silent until the launcher stopped it, the silent rank is the cause ("stopped responding");
- * otherwise the first rank to crash or fail on its own is. Returns how many workers failed on their own. */
+ * marked "(first failure)". When every rank that failed did so waiting for others (timeouts, dead peers,
+ * cancellations) and some rank stayed silent until the launcher stopped it, the silent rank is the cause
+ * ("stopped responding"); else one that exited 0 before them and was the peer they lost ("left"); otherwise
+ * the first rank to crash or fail on its own, never a canceled one while another failed. Returns how many
+ * workers failed on their own. */
 int run_group_report(const run_group *g, const char *prefix);
 void run_group_free(run_group *g);
 /* Reads what the workers posted at baton/fail/<rank> (st may be NULL: nothing is read). */

@@ -478,8 +478,10 @@ run_outcome run_group_wait(run_group *g, int sigfd, run_poll_fn poll_remote, voi
 }
 
 static int waited_only(const run_worker *w) {
-    return !strcmp(w->fail_kind, "timeout") || !strcmp(w->fail_kind, "peer");
+    return !strcmp(w->fail_kind, "timeout") || !strcmp(w->fail_kind, "peer") || !strcmp(w->fail_kind, "canceled");
 }
+
+static int canceled(const run_worker *w) { return !strcmp(w->fail_kind, "canceled"); }
 
 int run_group_report(const run_group *g, const char *prefix) {
     int causes = 0, first = -1, silent = -1, nfailed = 0, nwaited = 0;
@@ -488,16 +490,28 @@ int run_group_report(const run_group *g, const char *prefix) {
      * usually ranks that saw it (their own output says what they saw). Failures reaped within 50 ms of each
      * other are too close to order (a survivor that saw a dead peer's connection close may be reaped
      * first): among them a death by signal is taken as the cause rather than an exit code. */
+    /* A rank canceled by another rank's abort is never first while another failure is there: it only learned of
+     * that one (it may be reaped first, having had less to do before it exited). */
+    int uncanceled = 0;
+    uint64_t first_end = UINT64_MAX;
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];
         if (w->stopped || !failed(w->status)) continue;
         nfailed++;
         nwaited += waited_only(w) && !WIFSIGNALED(w->status);
+        uncanceled += !canceled(w);
+        if (w->ended_ns < first_end) first_end = w->ended_ns;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const run_worker *w = &g->w[i];
+        if (w->stopped || !failed(w->status) || (uncanceled && canceled(w))) continue;
         if (first < 0 || w->ended_ns < g->w[first].ended_ns) first = i;
     }
     for (int i = 0; first >= 0 && i < g->n; i++) {
         const run_worker *w = &g->w[i];
-        if (w->stopped || !failed(w->status) || !WIFSIGNALED(w->status) || WIFSIGNALED(g->w[first].status)) continue;
+        if (w->stopped || !failed(w->status) || !WIFSIGNALED(w->status) || WIFSIGNALED(g->w[first].status) ||
+            (uncanceled && canceled(w)))
+            continue;
         if (w->ended_ns - g->w[first].ended_ns < 50000000ull) first = i;
     }
     /* Every rank that failed was waiting for others: the cause is a rank that stayed silent until the launcher
@@ -515,6 +529,27 @@ int run_group_report(const run_group *g, const char *prefix) {
             if (best < 0 || score > best) best = score, silent = i;
         }
     }
+    /* Nobody stayed silent, but a rank exited 0 before any failure: it left while the others still needed it
+     * (its data ran out first, say), and they failed on its closed connection or were canceled. One the failing
+     * ranks named as the peer they lost comes first. */
+    int left = -1;
+    if (nfailed > 0 && nwaited == nfailed && silent < 0) {
+        int naming = 0;   /* failing ranks that named the peer they lost: then it must be this one (it may be on
+                           * another node, and a rank of ours that finished early is no cause) */
+        for (int k = 0; k < g->n; k++) naming += !g->w[k].stopped && failed(g->w[k].status) && g->w[k].fail_peer >= 0;
+        for (int i = 0; i < g->n && left < 0; i++) {
+            const run_worker *w = &g->w[i];
+            if (w->stopped || failed(w->status) || !w->ended_ns || w->ended_ns > first_end) continue;
+            int named = 0;
+            for (int k = 0; k < g->n; k++) named |= !g->w[k].stopped && failed(g->w[k].status) && g->w[k].fail_peer == w->rank;
+            if (named || !naming) left = i;
+        }
+    }
+    if (left >= 0) {
+        fprintf(stderr, "baton run: %srank %d exited with code 0 while the others still needed it: they failed in a "
+                        "collective it never joined (first failure)\n", prefix, g->w[left].rank);
+        causes++;
+    }
     if (silent >= 0) {
         const run_worker *w = &g->w[silent];
         run_describe_status(w->status, how, sizeof how);
@@ -531,11 +566,13 @@ int run_group_report(const run_group *g, const char *prefix) {
             fprintf(stderr, "baton run: %srank %d %s (%s %d%s)\n", prefix, w->rank, how,
                     !strcmp(w->fail_kind, "timeout") ? "timed out waiting for rank" : "after rank", g->w[silent].rank,
                     !strcmp(w->fail_kind, "timeout") ? "" : " stopped responding");
+        else if (left >= 0)
+            fprintf(stderr, "baton run: %srank %d %s (after rank %d left)\n", prefix, w->rank, how, g->w[left].rank);
         else if (i == first)
             fprintf(stderr, "baton run: %srank %d %s%s\n", prefix, w->rank, how, " (first failure)");
         else
             fprintf(stderr, "baton run: %srank %d %s (after rank %d failed)\n", prefix, w->rank, how, g->w[first].rank);
-        if (silent < 0) causes++;
+        if (silent < 0 && left < 0) causes++;
     }
     for (int i = 0; i < g->n; i++) {
         const run_worker *w = &g->w[i];

@@ -143,18 +143,24 @@ static int exec_one(baton_comm *c, const coll_args *a, uint64_t deadline) {
 }
 
 /* What a failing rank tells the launcher, at baton/fail/<rank>: "<kind> <peer>", kind one of timeout (it waited
- * for a rank that did not answer), peer (a peer died or closed, or another rank aborted), mismatch, error;
- * peer the rank it named as the one it waited for, else -1. The launcher blames from these (tools/run_group.c):
- * a rank that stays silent while the others time out waiting for it is the one that stopped responding. */
+ * for a rank that did not answer), peer (a peer died or closed), canceled (another rank aborted the job),
+ * mismatch, error; peer the rank it named as the one it waited for or lost, else -1. The launcher blames from
+ * these (tools/run_group.c): a rank that stays silent while the others time out waiting for it is the one that
+ * stopped responding, one that exited 0 while the others lost it is the one that left. */
 void baton__post_failure(baton_comm *c, int rc, const char *detail) {
     if (!c->store) return;
     const char *kind = rc == BATON_ETIMEDOUT ? "timeout"
-                       : rc == BATON_EPEERDEAD || rc == BATON_ECANCELED ? "peer"
+                       : rc == BATON_EPEERDEAD ? "peer"
+                       : rc == BATON_ECANCELED ? "canceled"
                        : rc == BATON_EMISMATCH ? "mismatch"
                                                : "error";
     int peer = -1;
     const char *w = strstr(detail, "waiting for rank ");
     if (w) peer = atoi(w + 17);
+    else if (rc == BATON_EPEERDEAD) /* the transports name the lost peer first: "rank 3 (pid 812) died", "rank 3 closed
+                                     * its connection", "connection to rank 3 failed" */
+        for (const char *p = detail; peer < 0 && (p = strstr(p, "rank ")); p += 5)
+            if (p[5] >= '0' && p[5] <= '9') peer = atoi(p + 5);
     char key[64], val[64];
     snprintf(key, sizeof key, "baton/fail/%d", c->rank);
     int n = snprintf(val, sizeof val, "%s %d", kind, peer);
