@@ -141,3 +141,23 @@ TEST_T(elastic_join_at_the_end_does_not_restart_a_finished_job, 200) {
     free(o);
     free(o2);
 }
+
+/* The host's worker fails after the other node's finished: the other launcher, waiting for the round to be done,
+ * must not exit 0 (the host used to leave as soon as it gave up, and the other launcher took the vanished
+ * store for "the host saw everybody done and left"). Three runs. */
+TEST_T(a_node_whose_workers_succeeded_exits_1_when_the_host_failed, 120) {
+    for (int run = 0; run < 3; run++) {
+        char cmd[4096], *out = NULL;
+        int port = th_free_port();
+        snprintf(cmd, sizeof cmd,
+                 "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff; "
+                 "%s run -n 1 --nnodes 2:2 --node-rank 1 --rdzv 127.0.0.1:%d -- true & P=$!; "
+                 "%s run -n 1 --nnodes 2:2 --node-rank 0 --rdzv 127.0.0.1:%d -- sh -c 'sleep 0.5; exit 3'; r0=$?; "
+                 "wait $P; echo \"rc0=$r0 rc1=$?\"",
+                 th_baton(), port, th_baton(), port);
+        ASSERT_EQ_INT(th_run(cmd, 100, &out, NULL), 0);
+        if (!strstr(out, "rc0=1 rc1=1")) fprintf(stderr, "%s\n", out);
+        ASSERT_CONTAINS(out, "rc0=1 rc1=1");
+        free(out);
+    }
+}

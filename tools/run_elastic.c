@@ -29,7 +29,7 @@
 #include "run.h"
 #include "util/util.h"
 
-enum { ELASTIC_SETTLE_MS = 2000, ELASTIC_DONE_WAIT_S = 600 };
+enum { ELASTIC_SETTLE_MS = 2000, ELASTIC_DONE_WAIT_S = 600, ELASTIC_LEAVE_S = 10 };
 
 typedef struct {
     baton_store *st;
@@ -104,20 +104,31 @@ static int poll_elastic(void *p, char *why, size_t len) {
     return 0;
 }
 
-/* The job is done: launchers waiting to join round k + 1 are told so; the host keeps the store up until they
- * have seen it (at most ELASTIC_SETTLE_MS). */
-static void finish_job(baton_store *st, int host, long k) {
-    if (baton_store_set(st, "elastic/complete", "1", 1) < 0 || !host) return;
-    char jk[64];
+/* The job is done: launchers waiting to join round k + 1 are told so, and the round's other launchers say they
+ * have seen the count of done nodes complete ("elastic/k/left"); the host keeps the store up until both have
+ * happened (at most ELASTIC_SETTLE_MS for the first, ELASTIC_LEAVE_S for the second): a launcher that lost the
+ * store before it saw the count complete cannot tell a finished job from a failed host, and says it failed. */
+static void finish_job(baton_store *st, int host, long k, long size) {
+    char jk[64], lk[64];
+    int64_t left = 0;
+    snprintf(lk, sizeof lk, "elastic/%ld/left", k);
+    if (baton_store_set(st, "elastic/complete", "1", 1) < 0) return;
+    if (!host) {
+        baton_store_add(st, lk, 1, &left);
+        return;
+    }
     snprintf(jk, sizeof jk, "elastic/%ld/joined", k + 1);
     uint64_t deadline = baton__deadline_after(ELASTIC_SETTLE_MS / 1000.0);
     while (baton__now_ns() < deadline) {
         int64_t waiting = 0, seen = 0;
-        if (baton_store_add(st, jk, 0, &waiting) < 0 || baton_store_add(st, "elastic/complete_seen", 0, &seen) < 0 ||
-            seen >= waiting)
+        if (baton_store_add(st, jk, 0, &waiting) < 0 || baton_store_add(st, "elastic/complete_seen", 0, &seen) < 0)
             return;
+        if (seen >= waiting) break;
         baton__sleep_ns(50000000ull);
     }
+    deadline = baton__deadline_after(ELASTIC_LEAVE_S);
+    while (baton__now_ns() < deadline && baton_store_add(st, lk, 0, &left) == 0 && left < size - 1)
+        baton__sleep_ns(10000000ull);
 }
 
 /* Host: a fresh worker store, job id and MASTER_PORT for round k. */
@@ -251,7 +262,15 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
         elastic_ctx ctx = {st, k, size, o->nnodes, 0};
         run_group g;
         run_outcome oc;
+        /* a client of the round's worker store: the join watch (run_group.c) */
+        rj.st = NULL;
+        if (baton_store_connect(rj.store_host, rj.store_port, secret, BATON_STORE_SECRET_BYTES, 5.0, &rj.st) < 0) {
+            BATON_DEBUG("baton run: no client of round %ld's store (%s): no join watch", k, baton_last_error());
+            rj.st = NULL;
+        }
         int started = run_attempt(&rj, sigfd, poll_elastic, &ctx, &g, &oc) == 0;
+        baton_store_close(rj.st);
+        rj.st = NULL;
         if (!started) {
             memset(&oc, 0, sizeof oc);
             oc.result = RUN_FAILED;
@@ -288,13 +307,24 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
             uint64_t deadline = baton__deadline_after(ELASTIC_DONE_WAIT_S);
             char why[256];
             int stop = 0;
+            int lost = 0;
             while (done < size && baton__now_ns() < deadline && !(stop = poll_elastic(&ctx, why, sizeof why))) {
                 baton__sleep_ns(100000000ull);
-                if (baton_store_add(st, key, 0, &done) < 0) break;   /* the host saw everybody done and left */
+                if (baton_store_add(st, key, 0, &done) < 0) {
+                    lost = 1;   /* the host waits for everybody to have seen the count complete: it failed or died */
+                    break;
+                }
             }
-            if (!stop) {
+            if (!stop && done >= size) {
                 code = 0;
-                if (done >= size) finish_job(st, host, k);
+                finish_job(st, host, k, size);
+                goto out;
+            }
+            if (!stop) {   /* never a success: the job is done only when every node of the round is */
+                fprintf(stderr, "baton run: round %ld: this node's workers are done, but %s before every node was (%lld "
+                        "of %ld)\n", k, lost ? "the rendezvous store went away" : "the wait timed out",
+                        (long long)done, size);
+                code = 1;
                 goto out;
             }
             oc.result = RUN_REMOTE;
