@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/bench_position.sh: does the first algorithm of a round (the one that runs right after a size change) measure
-# like the same algorithm in the round's later slots? (issue 9, docs/plan.md "Same algorithm, two times".)
+# like the same algorithm in the round's later slots? (issue 9, docs/measurements/plan-history.md "Same algorithm,
+# two times".)
 # Until 2026-11-26 `baton bench` allocated fresh buffers for every size, and from 32 MiB (-w 1 -n 1, as the auto
 # check runs) the first slot measured 1.2-1.45x slower; bench/plan_floors.sh's "same algorithm" cells leaned that way.
 # Runs JOBS jobs per shape of `baton bench --runs` (every timed run printed) with SWEEPS sweeps of -w 1 -n 1, and per

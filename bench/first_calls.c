@@ -1,6 +1,6 @@
-/* first_calls.c: how long each of a job's first all-reduces takes, one by one (docs/plan.md, "How the candidates
- * are timed"). For every algorithm named on the command line, in that order: 40 consecutive all-reduces of BYTES
- * (f32 sum), each timed alone; rank 0 prints one line per algorithm with the 40 times in microseconds. A page's
+/* first_calls.c: how long each of a job's first all-reduces takes, one by one (docs/measurements/plan-history.md,
+ * "How the candidates are timed"). For every algorithm named on the command line, in that order: 40 consecutive
+ * all-reduces of BYTES (f32 sum), each timed alone; rank 0 prints one line per algorithm with the 40 times in microseconds. A page's
  * first touch through a process's mapping is a fault, so the first pass of a shared-memory ring shows here.
  *   cc -std=c11 -O2 -Iinclude -o first_calls bench/first_calls.c -Lbuild -lbaton -Wl,-rpath,$PWD/build
  *   build/baton run -n 2 -- ./first_calls 4096 direct rd ring */

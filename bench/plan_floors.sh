@@ -18,7 +18,7 @@
 # with more ranks than CPUs (one job), and each row is the median over the jobs: on this VM a job can draw a mode
 # that lasts for the job (shm 2 ranks, direct at 32 MiB: 3673-6439 us in four jobs back to back, ring 4486-4815),
 # so one job per cell scored whichever mode it drew; auto and every forced algorithm share every job, measured the
-# same way (docs/plan.md, "Per-job modes"). Prints both tables, `within 25 %: N of M`,
+# same way (docs/measurements/plan-history.md, "Per-job modes"). Prints both tables, `within 25 %: N of M`,
 # `auto within 5 %: N of M`, the load average before and after each part and the total time, and last one line per floor:
 # `floor prediction: met|MISSED (N of M)` and `floor auto: met|MISSED (N of M)`.
 #   Usage: sh bench/plan_floors.sh [OUTDIR]     (OUTDIR keeps cal.json and the raw rows; default: a temp dir)
@@ -76,8 +76,8 @@ round_order() {
 # balanced LIST R: R sweeps (or passes) rounded to the nearest whole number of Williams designs for LIST's algorithms
 # (n rounds for an even n, 2n for an odd n; a tie rounds up; at least one design), so that every algorithm runs in
 # every position and after every other one equally often. With 5 sweeps and `auto,ring,rd` auto ran first in 2 of
-# them and ring in 1; with `auto,direct,ring,rd`, auto first in 2, direct, ring and rd in 1 (docs/plan.md, "Same
-# algorithm, two times", 2026-11-26)
+# them and ring in 1; with `auto,direct,ring,rd`, auto first in 2, direct, ring and rd in 1
+# (docs/measurements/plan-history.md, "Same algorithm, two times", 2026-11-26)
 balanced() {
     echo "$1" | awk -F, -v r="$2" '{ d = NF % 2 ? 2 * NF : NF; k = int((r + d / 2) / d); if (k < 1) k = 1; print k * d }'
 }
@@ -113,7 +113,8 @@ if [ $do_pred = 1 ]; then
     # Every job from 4 B to 16 MiB, as `baton plan calibrate` measures, and only the rows from 1 MiB scored (the
     # awk below): until 2026-11-26 17:40 UTC the jobs started at 1 MiB, so the check timed sizes after a history
     # the calibration never has (a fresh job's first size; with several sweeps 1 MiB right after 16 MiB), and on
-    # tcp that history moves a size by up to 2.3x (docs/plan.md). Up to as many ranks as CPUs: JOBS jobs of ROUNDS
+    # tcp that history moves a size by up to 2.3x (docs/measurements/plan-history.md, "Why the calibration came
+    # out faster than the check"). Up to as many ranks as CPUs: JOBS jobs of ROUNDS
     # sweeps per shape, one per pass (as the calibration since 2026-11-27). More ranks than CPUs: ROUNDS passes, one
     # job of one sweep per shape and pass in the order of another round of the Williams design. Each row is the
     # median over its jobs (the python below): there a job's draw, not its sweeps, is what varies
@@ -231,7 +232,8 @@ say("auto chose another algorithm than the fastest forced one and was > 5 %% slo
     (len(wrong), total, "" if not wrong else " (" + ", ".join("%s %d ranks %d B" % k for k in wrong) + ")"))
 say("auto ran the fastest forced algorithm itself: %d cells, auto/best geometric mean %.3f (at most 1.050)" % (same, gm))
 met = total and not wrong and gm <= 1.05
-# The machine's state (docs/plan.md, "shm 2 ranks: two machine states"): the 8-byte direct all-reduce of the
+# The machine's state (docs/measurements/plan-history.md, "shm 2 ranks: two machine states"): the 8-byte direct
+# all-reduce of the
 # calibration against the auto check's forced one; outside 1.6x the two ran in different states (auto then times
 # every candidate, BATON_TUNING_STATE). Information only, not part of a floor.
 try:

@@ -303,7 +303,8 @@ TEST_T(auto_chooses_each_size_once_when_sizes_share_a_cache_slot, 90) {
 }
 
 /* Where calls are long (predicted 6.7 ms or more: one call a block), the first such size's probe decides for the
- * job's later long sizes: the job's mode orders direct and ring alike at every size from 32 MiB (docs/plan.md),
+ * job's later long sizes: the job's mode orders direct and ring alike at every size from 32 MiB
+ * (docs/measurements/plan-history.md, "How the candidates are timed: blocks, medians, mapped pages"),
  * and there the probe's calls cost the most. Sizes 8 B, 512 B and 32 KiB predicted 20 ms each: one decision (8 B,
  * ring, its probe calls made 100 ms faster), and ring at all three. */
 TEST_T(auto_probes_long_calls_once_per_job, 90) {

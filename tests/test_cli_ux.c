@@ -98,7 +98,8 @@ TEST_T(bench_bad_values_name_the_flag, 60) {
  * design (baton__round_order), and no size's runs fault pages in: the buffers are allocated for the largest
  * size and written once before anything runs. Until 2026-11-26 every size allocated fresh buffers, so the first
  * algorithm of each round after a size change faulted in the whole output buffer (256 pages at 1 MiB) and, from
- * 32 MiB, measured 1.2-1.5x slower than the same algorithm later in the round (docs/plan.md). Ring over tcp
+ * 32 MiB, measured 1.2-1.5x slower than the same algorithm later in the round
+ * (docs/measurements/plan-history.md, "Same algorithm, two times"). Ring over tcp
  * with 2 ranks, f32, out of place, uses no scratch, so its runs may fault only the odd page. */
 TEST_T(bench_runs_lists_every_run_in_order_and_no_size_faults_its_buffers_in, 90) {
     char *out = NULL;

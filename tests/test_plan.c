@@ -664,7 +664,8 @@ static void expect_one_point_each(const char *name, int npoints) {
 }
 
 /* No more ranks than CPUs (2 on 2), since 2026-11-27: --rounds jobs per shape, one per pass over the shapes (so a
- * shape's jobs spread over the calibration and no one job's mode decides a point: docs/plan.md, "Per-job modes"),
+ * shape's jobs spread over the calibration and no one job's mode decides a point: docs/measurements/plan-history.md,
+ * "Per-job modes"),
  * each job of --rounds sweeps in whole designs (a job of one sweep times every size before any bigger one ran in
  * it, which on tcp moves a size by up to 2.3x), the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 16 and 32 B) in
  * a job of their own in the same pass, each point the median over the jobs: one point per algorithm and size. */
@@ -736,14 +737,16 @@ TEST_T(calibrate_oversubscribed_measures_the_big_sizes_in_one_job, 240) {
     if (cpus > 4) return;
     char cmd[2048], *o = NULL;
     /* the big sizes (from 2 x BATON_TEST_CAL_SPLIT, here 64 and 128 B) in one job of --rounds sweeps: in jobs of
-     * one warm-up and one iteration tcp's ring at 32 MiB took 4.5x its check's time (docs/plan.md) */
+     * one warm-up and one iteration tcp's ring at 32 MiB took 4.5x its check's time
+     * (docs/measurements/plan-history.md, "Jobs of one sweep for the big sizes and for 2 ranks: reverted") */
     snprintf(cmd, sizeof cmd,
              "BATON_TEST_CAL_SPLIT=32 %s plan calibrate --ranks %ld --transports tcp --max-bytes 128 --rounds 3 --out %s/o.json 2>&1",
              th_baton(), cpus + 1, th_tmpdir());
     int rc = th_run(cmd, 200, &o, NULL);
     if (rc != 0) th_fail(__FILE__, __LINE__, "rc %d: %s", rc, o);
     /* --rounds 3 in whole designs of ring,rd: 4 passes and 4 sweeps, so each runs first equally often (3 put ring
-     * first twice, and the check, in whole designs since 2026-11-26, saw another history: docs/plan.md) */
+     * first twice, and the check, in whole designs since 2026-11-26, saw another history:
+     * docs/measurements/plan-history.md, "The calibration in whole designs; shm 2 ranks at the top sizes") */
     ASSERT_CONTAINS(o, "sizes up to 32 bytes in 4 passes over those shapes");
     /* each pass's job in the order of another round of the bench's design: ring first in two, rd first in two
      * (one list for every job ran ring first and rd right after it at every size of every job) */

@@ -381,7 +381,8 @@ static int bench_size(baton_comm *c, const bench_opts *o, bufs *b, size_t count,
     }
     /* per iteration of the run measured last: when all three came up short of --min-time (a pace that
      * sped up between them), iters has already been raised for a run that never happened; dividing by it
-     * reported a fraction of the real time (docs/plan.md: 0.0 us for 32 KiB) */
+     * reported a fraction of the real time (0.0 us for 32 KiB: docs/measurements/plan-history.md, "`baton bench`
+     * reported a fraction of the real time") */
     tmax /= (double)ran;
     if (o->check) {   /* one more checked iteration after the timed ones, outside the timing */
         fill(o, rank, n, b, count, it);
@@ -457,8 +458,9 @@ int baton_cmd_bench(int argc, char **argv) {
     /* The buffers are allocated once, for the largest size, and written in full before anything runs; every
      * size uses their beginning. Until 2026-11-26 each size allocated (and faulted in) buffers of its own, so
      * the first algorithm of every round after a size change ran on fresh pages: from 32 MiB, where a run is
-     * one warm-up and one timed iteration, that algorithm measured 1.2-1.5x slower (docs/plan.md, "Same
-     * algorithm, two times"), and an algorithm that came first more often than another lost to itself. */
+     * one warm-up and one timed iteration, that algorithm measured 1.2-1.5x slower
+     * (docs/measurements/plan-history.md, "Same algorithm, two times"), and an algorithm that came first more
+     * often than another lost to itself. */
     uint64_t top = o.minbytes;
     while (o.coll != B_BARRIER && next_size(&o, top) <= o.maxbytes) top = next_size(&o, top);
     size_t top_count = count_of(&o, top, esz, n);
@@ -493,7 +495,8 @@ int baton_cmd_bench(int argc, char **argv) {
              * always first, none always after the same one: a Williams design, util.h). Every timed run follows its own -w warm-up iterations: what one
              * algorithm leaves behind (caches, scratch, page faults) is not timed as the next one's. Until
              * 2026-11-26 only the first round warmed up, and with -w 0 -n 1 at 32 MiB and more an algorithm
-             * listed after rd measured rd's aftermath (docs/plan.md). Each algorithm's row reports the
+             * listed after rd measured rd's aftermath (docs/measurements/plan-history.md, "After the quiet run:
+             * a fair comparison"). Each algorithm's row reports the
              * median of its rounds. */
             /* --sweeps: sweep sw runs rounds sw x R to sw x R + R - 1 of the same design */
             size_t slot = (o.sweeps > 1 ? 2 * (size_t)zi : 0) + (size_t)m;
@@ -502,7 +505,7 @@ int baton_cmd_bench(int argc, char **argv) {
             /* The size's own warm-up: -w untimed iterations of the round's first algorithm before its own -w.
              * Every other algorithm of the round runs after one at the same size; the first came after another
              * size and, with -w 1 at 32 and 64 MiB over tcp, was 1.18x slower than after itself even with the
-             * buffers already in place (docs/plan.md, "Same algorithm, two times"). */
+             * buffers already in place (docs/measurements/plan-history.md, "Same algorithm, two times"). */
             if (o.warmup > 0 && o.nalgos > 1) {
                 baton_comm_set_algo(c, o.algos[baton__round_order(o.nalgos, sw * o.rounds, 0)]);
                 for (long i = 0; i < o.warmup && rc >= 0; i++) rc = run_once(c, &o, &b, count);

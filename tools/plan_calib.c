@@ -256,8 +256,8 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
  * What varies for those shapes is the job more than the sweep: which ranks share a CPU is settled when the job
  * starts (tcp, 4 ranks, 1 MiB: rd 1.10 ms in one calibration, 1.91 ms in the check minutes later), and in passes
  * a shape's jobs spread over the calibration instead of sharing one minute of the machine (in the quiet runs
- * the calibration and the check differed by a factor common to all the shapes of a few minutes: docs/plan.md
- * "Why the calibration came out faster than the check").
+ * the calibration and the check differed by a factor common to all the shapes of a few minutes:
+ * docs/measurements/plan-history.md, "Why the calibration came out faster than the check").
  * The other shapes (2 ranks on 2 CPUs) stay one job of R sweeps: a job of one sweep times every size before
  * any bigger one has run in it, and on tcp that history moves a size by up to 2.3x (ring at 1 MiB after rd at
  * 1 MiB: 541-556 us, with ring first: 223-253 us; rd at 128 KiB: 47 us in the one-sweep jobs of the 15:32
@@ -272,7 +272,8 @@ static int run_bench(const char *self, int ranks, int link, const baton_algo *al
  * us in four jobs back to back while ring stayed at 4486-4815 us, and the 2026-11-27 00:49 calibration's one job
  * caught the fast mode, so auto took direct from 32 MiB where ring was 1.12-1.20x faster in the check's jobs; its
  * tcp 2-rank job ran 1.4-1.8x faster than every check of that slot at every size from 8 B to 16 MiB
- * (docs/plan.md, "Per-job modes"). A job of S sweeps, not of one: a one-sweep job times each size before any
+ * (docs/measurements/plan-history.md, "Per-job modes"). A job of S sweeps, not of one: a one-sweep job times
+ * each size before any
  * bigger one ran in it (above). */
 typedef struct {
     int link, ranks, nalgos;
@@ -439,7 +440,8 @@ int plan_cmd_calibrate(int argc, char **argv) {
             g->ranks = links[l] == BATON_LINK_NET ? net_ranks : (int)ranks.v[r];
             g->nalgos = link_algos(links[l], g->algos);
             /* whole designs, as bench/plan_floors.sh's check runs: 3 sweeps of ring,rd put ring first twice, and the
-             * check (6 sweeps) saw another history than its calibration (docs/plan.md, 2026-11-26 20:30 UTC) */
+             * check (6 sweeps) saw another history than its calibration (docs/measurements/plan-history.md,
+             * "The calibration in whole designs; shm 2 ranks at the top sizes") */
             g->sweeps = (int)baton__whole_designs(g->nalgos, rounds);
         }
     double load0 = 0;

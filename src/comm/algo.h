@@ -13,7 +13,8 @@
 /* Scratch memory owned by a communicator and reused by its collectives (they run one at a time). A
  * whole-message scratch malloc'ed per call is, at least from 32 MiB (glibc's largest mmap threshold), a
  * fresh mapping faulted in page by page on every call: 0.75 to 2.2 s per 256 MiB all-reduce on this
- * machine (docs/plan.md). */
+ * machine (docs/measurements/plan-history.md, "The floors on a quiet machine" and "After the quiet run: a fair
+ * comparison"). */
 typedef struct {
     void *p;
     size_t cap;

@@ -16,7 +16,8 @@
  * Online confirmation (BATON_TUNING_PROBE=F; by default 0.25 on shared memory with 2 ranks and off elsewhere,
  * docs/plan.md says why): where candidates are predicted within that fraction of the fastest, the
  * calibration cannot rank them (the order of two such
- * algorithms flips from job to job on this machine, docs/plan.md), so after one lead-in call (the model's
+ * algorithms flips from job to job on this machine, docs/measurements/plan-history.md, "Close candidates are
+ * timed online"), so after one lead-in call (the model's
  * choice, not timed) the size's next calls run each of them in blocks of consecutive calls, A B C, C B A,
  * A B C (1 to 16 calls a block: about PROBE_BUDGET_S of calls per candidate; a block's first call, after
  * another algorithm's, is not counted when the block has 3 or more). Before the first probe the shared-memory
@@ -25,7 +26,8 @@
  * rank) to one all-reduce (MIN: the fastest rank's), so every rank takes the same algorithm: the one with the
  * smallest median over its blocks, the model's choice unless another is at least PROBE_CLEAR faster. Until
  * 2026-11-27 the calls alternated candidate by candidate, at most 5 per candidate, each timed on the rank that
- * entered it last, and the smallest lower median won (docs/plan.md: why blocks, block times and medians). */
+ * entered it last, and the smallest lower median won (why blocks, block times and medians:
+ * docs/measurements/plan-history.md, "How the candidates are timed: blocks, medians, mapped pages"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,7 +322,8 @@ baton_algo baton__autotune_choose(baton_comm *c, size_t bytes, baton_algo fixed)
     /* Long calls (a block of one): the choice a probe of long calls already made in this job stands, if it is a
      * candidate here. On shm with 2 ranks the job's mode orders direct and ring the same way at every size from
      * 32 MiB to 256 MiB (the 03:12 quiet check: in each of its three jobs one of them was the faster at all four
-     * sizes, ring in two jobs and direct in one, docs/plan.md), and at those sizes the probe's own calls cost the
+     * sizes, ring in two jobs and direct in one, docs/measurements/plan-history.md, "How the candidates are
+     * timed: blocks, medians, mapped pages"), and at those sizes the probe's own calls cost the
      * most: a benchmark's first calls of 128 MiB were mostly probe calls. */
     if (sl->len == 1 && c->tune_long_algo)
         for (int q = 0; q < sl->ncand; q++)
@@ -403,7 +406,8 @@ int baton__autotune_probed(baton_comm *c, uint64_t ns) {
 
 /* ---- the machine's state against the calibration's (BATON_TUNING_STATE) --------------------------------
  * On this VM (2 vCPUs) the two CPUs answer each other in one of two states that last minutes and change
- * between jobs (the hypervisor's placement, docs/plan.md): an 8-byte shared-memory all-reduce takes about
+ * between jobs (the hypervisor's placement, docs/measurements/plan-history.md, "shm 2 ranks: two machine
+ * states"): an 8-byte shared-memory all-reduce takes about
  * 0.18 us in one and 0.45 us in the other, and the order of direct and ring from 2 MiB up flips with it. So
  * after the first auto all-reduce, where that marker means something (shared memory, no more ranks than
  * CPUs), each rank times STATE_CALLS 8-byte direct all-reduces, takes the median, and every rank takes the

@@ -296,11 +296,13 @@ static int check_args(baton_comm *c, const char *what, const void *send, const v
 /* The comm thread runs while the user thread computes (that is the point of asynchronous work). When the
  * process is bound to one CPU (BATON_BIND gives each of 2 ranks on 2 cores its own), both share it, and
  * the comm thread's spin-waits for a peer took that CPU from the user's compute: profiled with baton.torch
- * on 2 ranks x 1 CPU (docs/python.md), about 93 us per wait, several waits per step. It naps instead
+ * on 2 ranks x 1 CPU (docs/measurements/python-history.md, "Profile of one step"), about 93 us per wait,
+ * several waits per step. It naps instead
  * (BATON_COMM_WAIT=nap, the default): a comm thread that yielded got the CPU back only when the training
  * thread's time slice ended, so a peer's arrival went unnoticed for up to a slice while the user thread
  * computed; napping, it is woken at the nap's end and preempts the computing thread at once. With 2 ranks
- * x 1 CPU under load, DDP over baton.torch's backend ran 20.6 ms a step instead of 25.2 (docs/python.md).
+ * x 1 CPU under load, DDP over baton.torch's backend ran 20.6 ms a step instead of 25.2
+ * (docs/measurements/python-history.md, "The backend's CPU per step inside DDP, and the comm thread's wait").
  * BATON_COMM_WAIT=yield: the yield phase first, as before. */
 static int alone_on_one_cpu(void) {
     cpu_set_t set;
@@ -324,7 +326,8 @@ static int comm_wait_mode(int *mode) {
  * kernel's EEVDF scheduler lets a woken thread preempt the running one only when its deadline comes first:
  * with equal slices, a collective queued by the training thread (or a peer's arrival that woke the comm
  * thread) waited until the training thread blocked or used up its slice. Measured inside DDP over
- * baton.torch's backend (docs/python.md): the comm thread picked a queued all-reduce up 70-450 us after it was
+ * baton.torch's backend (docs/measurements/python-history.md, "Where the last bucket's all-reduce waited"):
+ * the comm thread picked a queued all-reduce up 70-450 us after it was
  * queued, the last bucket's all-reduce ended 480-560 us after the later rank queued it; with a 100 us slice it
  * is picked up in about 30 us and ends after about 320. A short slice (sched_setattr's sched_runtime,
  * Linux 6.12 and later; older kernels ignore it) makes the kernel preempt for it at once; it uses its slice

@@ -278,7 +278,8 @@ static int pipelined_allreduce(baton_comm *c, const int *ring, const void *send,
      * and freed per call (about 1 MiB at 512 KiB segments), glibc handed them back to the kernel at the
      * free (munmap, or a heap trim while its dynamic thresholds were still low) and every call faulted them
      * in again: on the simulated cluster hier at 1 MiB took 16.5-19.1 ms as a job's first size and
-     * 10.8-12.7 ms once something bigger had been freed (docs/plan.md, issue 9). A message carries at most
+     * 10.8-12.7 ms once something bigger had been freed (issue 9; docs/measurements/plan-history.md, "Issue 9's
+     * missed floors", item 1). A message carries at most
      * one chunk of each of two slices (a shorter segment's slice may be up to 64 bytes longer than the
      * first's: slices start 64-byte aligned). */
     const size_t most = (slice_len(&h, 0) + 64) / (size_t)h.g.n + 1;

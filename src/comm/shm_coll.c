@@ -213,7 +213,8 @@ static int zero_copy_allreduce(baton_comm *c, baton_shm_buffer *buf, size_t base
  * output, then reads every peer's reduced slice straight into its output. Used when every local pair can
  * (checked at init, agreed by all ranks; BATON_CMA=0 turns it off). The all-gather uses it from BATON_CMA_MIN
  * (default 256 KiB) up; the all-reduce only for sizes in [BATON_CMA_MIN, BATON_CMA_MAX), and BATON_CMA_MAX
- * defaults to 0 (staged): measured slower here (docs/plan.md). */
+ * defaults to 0 (staged): measured slower here (docs/measurements/plan-history.md, "shm direct: cross-memory
+ * attach was the slow, unsteady part"). */
 
 static int cma_read(baton_comm *c, int q, void *local, uint64_t remote, size_t bytes) {
     pid_t pid = baton__shm_rank_block(c->shm, q)->pid;
@@ -326,7 +327,8 @@ int baton__shm_allreduce(baton_comm *c, const void *send, void *recv, size_t cou
     /* Cross-memory attach only where BATON_CMA_MAX asks for it (default 0: never). It once won while the
      * buffers fit in cache (16 MiB 7.2 against 6.4 GB/s), but on this VM's current kernel the kernel's copy
      * (a page-table walk and pin per 4 KiB page, then the copy) is 3-4x slower than memcpy, and the all-reduce
-     * by it was slower than the staged path and varied 2x from job to job (docs/plan.md, issue 9). */
+     * by it was slower than the staged path and varied 2x from job to job (issue 9;
+     * docs/measurements/plan-history.md, "shm direct: cross-memory attach was the slow, unsteady part"). */
     if (c->cma && count * esz >= c->cma_min_bytes && count * esz < c->cma_max_bytes)
         return cma_allreduce(c, send, recv, count, dt, op, avg_div, deadline);
 

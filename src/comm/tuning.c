@@ -148,7 +148,8 @@ int baton__tuning_fit(baton_tuning *t) {
          * nearly proportional and a size takes at most 0.56 of the next one's time), a point at
          * STALL_NEAR of the next one's or more is a stall: it is fitted on the line between its neighbours.
          * (tcp, 2 ranks: ring at 64 MiB 97.6 ms between 18.5 ms at 32 MiB and 78.5 ms at 128 MiB, in the
-         * 09:53 calibration; auto took rd there, ring was 1.32x faster: docs/plan.md.) */
+         * 09:53 calibration; auto took rd there, ring was 1.32x faster: docs/measurements/plan-history.md,
+         * "Calibration".) */
         for (int k = 1; k + 1 < m && g->link != BATON_LINK_NET; k++)
             if (y[k + 1] >= STALL_GROWTH * y[k - 1] && y[k] >= STALL_NEAR * y[k + 1])
                 y[k] = y[k - 1] + (y[k + 1] - y[k - 1]) * (x[k] - x[k - 1]) / (x[k + 1] - x[k - 1]);

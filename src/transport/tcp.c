@@ -740,7 +740,8 @@ static int tcp_new(const baton_tcp_config *cfg, tcp_transport **out) {
     t->spin_ns = (uint64_t)spin_us * 1000u;
     /* With more ranks than CPUs a pause loop holds a CPU that a rank we wait for may share; polling between
      * sched_yield calls hands it over and still catches the data without a sleep and wake-up (rd, 3 ranks on 2
-     * cores, 8 bytes: 103 us with pauses, 45 us with no spin, 28 us with yields; docs/plan.md). */
+     * cores, 8 bytes: 103 us with pauses, 45 us with no spin, 28 us with yields; docs/measurements/plan-history.md,
+     * "Waits with more ranks than CPUs"). */
     t->yield_spin = baton__backoff_cpus_shared();
     t->respin = (int)respin;
     t->bufsz = bufsz;

@@ -53,7 +53,8 @@ static _Atomic uint32_t nap_max_ns = NAP_MAX_NS; /* > NAP_MAX_NS: oversubscribed
 /* More ranks than CPUs at all (3 or 4 ranks on 2 cores): two ranks share a CPU, and a rank spinning for the
  * one it shares its CPU with holds that CPU until the 4000 pauses run out (about 90 us here): every
  * all-reduce of 8 bytes took 95 us with 3 ranks on 2 cores, where starting at sched_yield gives 7-11 us
- * (docs/plan.md, "Waits with more ranks than CPUs"). So every wait starts at sched_yield then. */
+ * (docs/measurements/plan-history.md, "Waits with more ranks than CPUs"). So every wait starts at sched_yield
+ * then. */
 static _Atomic int cpus_shared = 0;
 
 void baton__backoff_set_load(int ranks, int cpus) {

@@ -82,7 +82,8 @@ int baton__backoff_cpus_shared(void);
  * thread doing the work (a comm thread of a rank bound to one CPU, while the user thread computes), a spin
  * takes that CPU from the work and cannot make the awaited peer come sooner; and a thread that yielded
  * gets the CPU back only when the working thread's time slice ends (milliseconds), where a napping one is
- * woken at the nap's end and runs at once (docs/python.md has the measurements). */
+ * woken at the nap's end and runs at once (docs/measurements/python-history.md, "The backend's CPU per step
+ * inside DDP, and the comm thread's wait", has the measurements). */
 enum { BATON__WAIT_SPIN = 0, BATON__WAIT_YIELD = 1, BATON__WAIT_NAP = 2 };
 void baton__backoff_no_spin(int from);
 /* Where the calling thread's waits start: its baton__backoff_no_spin mode, or BATON__WAIT_YIELD for a spinning
