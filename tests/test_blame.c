@@ -21,19 +21,28 @@ static const char *cause_line(const char *out, char *buf, size_t n) {
     return buf;
 }
 
+/* Runs cmd and fills line with the launcher's "(first failure)" line; when that lacks expect, the command and
+ * its whole output go to stderr for the log. Returns the output (the caller frees it); *rc its exit code. */
+static char *run_for_cause(const char *cmd, const char *expect, char *line, size_t n, int *rc) {
+    char *out = NULL;
+    *rc = th_run(cmd, 60, &out, NULL);
+    cause_line(out, line, n);
+    if (!strstr(line, expect)) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, *rc, out);
+    return out;
+}
+
 /* A rank SIGSTOPped in the middle of the job: the others time out, each naming the rank it waited for (in a
  * ring that is its own neighbour, often a live rank); the launcher's summary blames the stopped rank. */
 static void stopped_rank_is_blamed(const char *env) {
     for (int run = 0; run < 3; run++) {
-        char cmd[1024], *out = NULL, line[512];
+        char cmd[1024], line[512];
+        int rc;
         snprintf(cmd, sizeof cmd,
                  "%s BATON_STALL_WARN=0 %s run -n 4 --timeout 2 -- sh -c "
                  "'if [ $BATON_RANK = 2 ]; then (sleep 1; kill -STOP $$) & fi; "
                  "exec %s bench allreduce -b 1K -e 1K -n 10000000 -w 1 --min-time 60'",
                  env, th_baton(), th_baton());
-        int rc = th_run(cmd, 60, &out, NULL);
-        cause_line(out, line, sizeof line);
-        if (!strstr(line, "rank 2 stopped responding")) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, rc, out);
+        char *out = run_for_cause(cmd, "rank 2 stopped responding", line, sizeof line, &rc);
         ASSERT_NE_INT(rc, 0);
         ASSERT_CONTAINS(line, "rank 2 stopped responding");
         ASSERT_CONTAINS(line, "stopped state");
@@ -118,12 +127,11 @@ TEST(a_rank_that_posted_its_own_timeout_is_not_the_silent_one) {
  * ordered by exit time only, and the clean exit was not considered. */
 static void leaving_rank_is_blamed(const char *env) {
     for (int run = 0; run < 3; run++) {
-        char cmd[1024], *out = NULL, line[512];
+        char cmd[1024], line[512];
+        int rc;
         snprintf(cmd, sizeof cmd, "%s %s run -n 3 --timeout 20 -- %s/tests/prog_mismatch leave 4096", env, th_baton(),
                  th_build_dir());
-        int rc = th_run(cmd, 60, &out, NULL);
-        cause_line(out, line, sizeof line);
-        if (!strstr(line, "rank 1 exited with code 0")) fprintf(stderr, "%s\n--- exit %d:\n%s\n", cmd, rc, out);
+        char *out = run_for_cause(cmd, "rank 1 exited with code 0", line, sizeof line, &rc);
         ASSERT_EQ_INT(rc, 1);
         ASSERT_CONTAINS(line, "rank 1 exited with code 0 while the others still needed it");
         ASSERT_CONTAINS(out, "rank 0 exited with code 3 (after rank 1 left)");

@@ -55,16 +55,22 @@ TEST_T(baton_run_one_node, 60) {
     expect_topology(cmd, 3, one_node);
 }
 
+/* Two `baton run` launchers of 2 ranks each on this machine as nodes 0 and 1, meeting at HOST:<a free port>,
+ * with ENV exported first. */
+static void two_launchers(char *cmd, size_t n, const char *env, const char *host) {
+    int port = th_free_port();
+    snprintf(cmd, n,
+             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff %s; "
+             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv %s:%d -- %s/tests/prog_topo & "
+             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv %s:%d -- %s/tests/prog_topo & "
+             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
+             env, th_baton(), host, port, th_build_dir(), th_baton(), host, port, th_build_dir());
+    launcher_ = "baton", transport_ = "tcp", per_node_ = 2;
+}
+
 TEST_T(baton_run_two_nodes_on_one_machine, 60) {
     char cmd[2048];
-    int port = th_free_port();
-    snprintf(cmd, sizeof cmd,
-             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff; "
-             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
-             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
-             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
-             th_baton(), port, th_build_dir(), th_baton(), port, th_build_dir());
-    launcher_ = "baton", transport_ = "tcp", per_node_ = 2;
+    two_launchers(cmd, sizeof cmd, "", "127.0.0.1");
     expect_topology(cmd, 4, nodes_of);
 }
 
@@ -72,23 +78,10 @@ TEST_T(baton_run_two_nodes_on_one_machine, 60) {
  * connection between the two "nodes" was refused (found 2026-11-27). */
 TEST_T(baton_run_two_nodes_on_one_machine_over_ipv6, 90) {
     char cmd[2048];
-    int port = th_free_port();
-    snprintf(cmd, sizeof cmd,
-             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff; "
-             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv [::1]:%d -- %s/tests/prog_topo & "
-             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv [::1]:%d -- %s/tests/prog_topo & "
-             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
-             th_baton(), port, th_build_dir(), th_baton(), port, th_build_dir());
-    launcher_ = "baton", transport_ = "tcp", per_node_ = 2;
+    two_launchers(cmd, sizeof cmd, "", "[::1]");
     expect_topology(cmd, 4, nodes_of);
     /* BATON_HOST_ADDR as an IPv6 address without brackets: published as "[::1]:PORT" (it was "::1:PORT") */
-    port = th_free_port();
-    snprintf(cmd, sizeof cmd,
-             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff BATON_HOST_ADDR=::1; "
-             "%s run -n 2 --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
-             "%s run -n 2 --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:%d -- %s/tests/prog_topo & "
-             "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail",
-             th_baton(), port, th_build_dir(), th_baton(), port, th_build_dir());
+    two_launchers(cmd, sizeof cmd, "BATON_HOST_ADDR=::1", "127.0.0.1");
     expect_topology(cmd, 4, nodes_of);
 }
 

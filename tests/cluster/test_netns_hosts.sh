@@ -8,11 +8,7 @@
 #   2. torchrun's variables by hand (MASTER_ADDR=node0: rank 0 hosts the store), 2 nodes x 1 rank: the same.
 # Needs root; the cluster and the nodes' /etc/netns files go away whatever happens (trap; netns.sh gc/down).
 . "$(dirname "$0")/netns_lib.sh"
-name="baton-sim$$"
-out=$(mktemp -d /tmp/baton-hosts-XXXXXX) || exit 2
-cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; rm -rf "$out"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+fixture hosts
 sh $NETNS up 2 --name "$name" >/dev/null && sh $NETNS hosts "$name" 0 "127.0.1.1 node0" &&
     sh $NETNS hosts "$name" 1 "10.200.0.1 node0" || { echo "FAIL netns_cluster_up"; echo "0 passed, 1 failed"; exit 1; }
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

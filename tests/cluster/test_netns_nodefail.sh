@@ -13,11 +13,7 @@
 #      worker works on alone: node 0 finishes, exit 0.
 # Needs root; the cluster is torn down whatever happens (trap), which also kills anything left in it.
 . "$(dirname "$0")/netns_lib.sh"
-name="baton-sim$$"
-out=$(mktemp -d /tmp/baton-nodefail-XXXXXX) || exit 2
-cleanup() { sh $NETNS down "$name" >/dev/null 2>&1; rm -rf "$out"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+fixture nodefail
 export BATON_TIMEOUT=300 BATON_FLIGHT_DIR="$out"   # the failing ranks' flight records stay in $out
 LIMIT=40   # seconds a surviving launcher may take to stop (3 s of silence, plus start-up on a loaded machine)
 
