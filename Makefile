@@ -55,7 +55,11 @@ $(BUILD)/obj/src/transport/mpi_load.o: CFLAGS += -DBATON_LIBDIR='"$(PREFIX)/lib"
 # The engine's row loops (LayerNorm, GELU, softmax, attention heads, AdamW) run on OpenMP's threads, the same
 # pool (libgomp) oneDNN's matrix multiplies use; baton_set_threads sizes it. Rows are split, never a
 # reduction, so results do not depend on the thread count (docs/gpt.md).
-$(BUILD)/obj/src/nn/%.o: CFLAGS += -fopenmp
+# clang's OpenMP code calls libomp's entry points (__kmpc_*), which the libgomp that src/nn/libs.c loads does not
+# have: built with clang the row loops go without OpenMP and run on one thread (the same results: rows are split,
+# never reduced).
+NN_OMP := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),,-fopenmp)
+$(BUILD)/obj/src/nn/%.o: CFLAGS += $(NN_OMP)
 
 # Installs whatever of DEB_PKGS is missing, once (apt-get update only when something is missing).
 deps:

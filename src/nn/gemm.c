@@ -45,7 +45,9 @@ __attribute__((target("avx512f,avx512bf16"))) static void cvt_row_bf16(uint16_t 
 }
 #endif
 
+#ifdef HAVE_CVT_BF16
 static int use_cvt(void);   /* the CPU has AVX512_BF16 (oneDNN's ISA said so) */
+#endif
 
 static void row_bf16(uint16_t *d, const float *s, int n) {
 #ifdef HAVE_CVT_BF16
@@ -120,7 +122,9 @@ out:;
 }
 
 int baton_gemm_bf16_available(void) { return dnnl_ready() && g_dnnl.bf16; }
+#ifdef HAVE_CVT_BF16 /* (clang 14 builds without it: no caller then) */
 static int use_cvt(void) { return g_dnnl.init == 1 && g_dnnl.bf16; }
+#endif
 
 static int md2(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t dt) {
     /* logical (rows, cols); stored row-major as given (trans: the stored matrix is (cols, rows)) */
