@@ -161,3 +161,28 @@ TEST_T(a_node_whose_workers_succeeded_exits_1_when_the_host_failed, 120) {
         free(out);
     }
 }
+
+/* A node that goes silent (its launcher stopped: a hung or partitioned machine) while the round's workers are
+ * outside any collective: the host reads the round's heartbeats (BATON_NODE_TIMEOUT=2), stops the round, and
+ * the two nodes left finish the job in the next round. Before, nobody noticed: the others waited for the silent
+ * node's "done" (up to 600 s) once their workers had finished. */
+TEST_T(elastic_silent_node_is_dropped_and_the_job_finishes, 120) {
+    char cmd[4096], *out = NULL;
+    int port = th_free_port();
+    const char *prog = "sh -c 'if [ \"$BATON_RESTART_COUNT\" = 0 ]; then sleep 20; fi'";
+    snprintf(cmd, sizeof cmd,
+             "export BATON_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff BATON_NODE_TIMEOUT=2; "
+             "B=%s; R=127.0.0.1:%d; "
+             "$B run -n 1 --nnodes 2:3 --node-rank 0 --rdzv $R --max-restarts 2 -- %s & P0=$!; sleep 0.3; "
+             "$B run -n 1 --nnodes 2:3 --node-rank 1 --rdzv $R --max-restarts 2 -- %s & P1=$!; sleep 0.3; "
+             "$B run -n 1 --nnodes 2:3 --node-rank 2 --rdzv $R --max-restarts 2 -- %s > /dev/null 2>&1 & P2=$!; "
+             "sleep 1.5; kill -STOP $P2; t0=$(date +%%s); wait $P0; r0=$?; wait $P1; r1=$?; t1=$(date +%%s); "
+             "kill -9 $P2; wait $P2 2>/dev/null; echo \"r0=$r0 r1=$r1 after $((t1 - t0)) s\"",
+             th_baton(), port, prog, prog, prog);
+    ASSERT_EQ_INT(th_run(cmd, 100, &out, NULL), 0);
+    if (!strstr(out, "r0=0 r1=0")) fprintf(stderr, "%s\n", out);
+    ASSERT_CONTAINS(out, "r0=0 r1=0");
+    ASSERT_CONTAINS(out, "has not been heard from");
+    ASSERT_CONTAINS(out, "round 1: node");
+    free(out);
+}

@@ -149,6 +149,10 @@ typedef struct run_alive run_alive;
 int run_alive_timeout(double *lost_s);
 int run_alive_start(const char *host, int port, const uint8_t *secret, long node_rank, long nnodes, double lost_s,
                     run_alive **out);
+/* The same for one elastic round (run_elastic.c): keys under prefix ("elastic/K"), node_rank the round's, and the
+ * watcher (it reads the others' beats and does not beat) the launcher that hosts the store, whatever its rank. */
+int run_alive_start_as(const char *host, int port, const uint8_t *secret, const char *prefix, long node_rank,
+                       long nnodes, int watcher, double lost_s, run_alive **out);
 int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len);
 /* run_alive_done (every node but 0): says through st that this node's workers are done, so that node 0 does not
  * count its launcher lost once it stops beating (it may leave before node 0's workers finish). */

@@ -26,7 +26,9 @@ enum { BEAT_S = 1 };
 
 struct run_alive {
     baton_store *st;          /* the beat thread's own connection */
+    char prefix[48];          /* keys are PREFIX/R/beat and PREFIX/R/done: "launcher", or "elastic/K" for a round */
     long node_rank, nnodes;
+    int watcher;              /* this launcher hosts the store: it reads the others' beats and beats not itself */
     double lost_s;
     pthread_t thread;
     int started;
@@ -51,8 +53,8 @@ int run_alive_timeout(double *lost_s) {
 
 static void *beat_main(void *p) {
     run_alive *a = p;
-    char key[64];
-    snprintf(key, sizeof key, "launcher/%ld/beat", a->node_rank);
+    char key[96];
+    snprintf(key, sizeof key, "%s/%ld/beat", a->prefix, a->node_rank);
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
         pthread_mutex_unlock(&a->mu);
@@ -71,13 +73,20 @@ static void *beat_main(void *p) {
 
 int run_alive_start(const char *host, int port, const uint8_t *secret, long node_rank, long nnodes, double lost_s,
                     run_alive **out) {
+    return run_alive_start_as(host, port, secret, "launcher", node_rank, nnodes, node_rank == 0, lost_s, out);
+}
+
+int run_alive_start_as(const char *host, int port, const uint8_t *secret, const char *prefix, long node_rank,
+                       long nnodes, int watcher, double lost_s, run_alive **out) {
     *out = NULL;
     run_alive *a = calloc(1, sizeof *a);
     if (!a) {
         fprintf(stderr, "baton run: out of memory\n");
         return -1;
     }
+    snprintf(a->prefix, sizeof a->prefix, "%s", prefix);
     a->node_rank = node_rank;
+    a->watcher = watcher;
     a->nnodes = nnodes;
     a->lost_s = lost_s;
     pthread_mutex_init(&a->mu, NULL);
@@ -86,7 +95,7 @@ int run_alive_start(const char *host, int port, const uint8_t *secret, long node
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* a wall-clock step must not stretch or skip a beat */
     pthread_cond_init(&a->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (node_rank == 0) {
+    if (watcher) {
         a->seen = malloc((size_t)nnodes * sizeof *a->seen);
         a->moved = malloc((size_t)nnodes * sizeof *a->moved);
         a->done = calloc((size_t)nnodes, 1);
@@ -121,16 +130,16 @@ int run_alive_start(const char *host, int port, const uint8_t *secret, long node
 }
 
 int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len) {
-    if (!a || a->node_rank != 0) return 0;
+    if (!a || !a->watcher) return 0;
     uint64_t now = baton__now_ns();
     if (now < a->next_check) return 0;
     a->next_check = now + BEAT_S * 1000000000ull;
-    for (long r = 1; r < a->nnodes; r++) {
-        char key[64];
+    for (long r = 0; r < a->nnodes; r++) {
+        char key[96];
         int64_t v;
         int exists = 0;
-        if (a->done[r]) continue;
-        snprintf(key, sizeof key, "launcher/%ld/beat", r);
+        if (r == a->node_rank || a->done[r]) continue;
+        snprintf(key, sizeof key, "%s/%ld/beat", a->prefix, r);
         if (baton_store_add(st, key, 0, &v) < 0) return 0;   /* node 0's own store failing: not a lost node */
         if (v != a->seen[r]) {
             a->seen[r] = v;
@@ -140,7 +149,7 @@ int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len) {
         if ((double)(now - a->moved[r]) / 1e9 < a->lost_s) continue;
         /* silent for the timeout: a node whose workers are done may have left (its wait at the end is bounded,
          * and a stop signal ends it), which must not stop node 0's workers, still at work (saving, evaluating) */
-        snprintf(key, sizeof key, "launcher/%ld/done", r);
+        snprintf(key, sizeof key, "%s/%ld/done", a->prefix, r);
         if (baton_store_check(st, key, &exists) < 0) return 0;
         if (exists) {
             a->done[r] = 1;
@@ -154,9 +163,9 @@ int run_alive_lost(run_alive *a, baton_store *st, char *why, size_t len) {
 }
 
 int run_alive_done(run_alive *a, baton_store *st) {
-    if (!a || a->node_rank == 0) return 0;
-    char key[64];
-    snprintf(key, sizeof key, "launcher/%ld/done", a->node_rank);
+    if (!a || a->watcher) return 0;
+    char key[96];
+    snprintf(key, sizeof key, "%s/%ld/done", a->prefix, a->node_rank);
     return baton_store_set(st, key, "1", 1);
 }
 

@@ -11,6 +11,9 @@
  *   4. a member takes node rank slot - 1 of `size` nodes, starts its workers (BATON_RESTART_COUNT = k) and
  *      polls: "elastic/k/abort" (a node's workers failed, or a launcher left: its workers die with it, the
  *      peers' collectives fail) or "elastic/<k+1>/joined" (a launcher waits to join) stops the round;
+ *      The host also reads the others' heartbeats for the round (run_alive.c, "elastic/k/R/beat"): a node
+ *      silent for BATON_NODE_TIMEOUT that has not said it is done ("elastic/k/R/done") stops the round too,
+ *      as a failed one does, so the nodes left go on without it;
  *   5. a round whose workers all succeed on every node ends the job ("elastic/k/done" counts them, then
  *      "elastic/complete" tells launchers waiting to join that there is nothing left to join);
  *      otherwise every launcher left goes on to round k + 1, at most --max-restarts times.
@@ -35,6 +38,7 @@ typedef struct {
     baton_store *st;
     long round, size, max;
     int finishing;   /* the round's verdict is "finish": join requests are ignored */
+    run_alive *alive; /* the round's heartbeats (run_alive.c): the host reads them, the others beat */
 } elastic_ctx;
 
 static int key_exists(baton_store *st, const char *key, int *exists) { return baton_store_check(st, key, exists); }
@@ -78,6 +82,10 @@ static int poll_elastic(void *p, char *why, size_t len) {
     char key[64];
     int exists = 0;
     snprintf(key, sizeof key, "elastic/%ld/abort", c->round);
+    if (run_alive_lost(c->alive, c->st, why, len)) {   /* a silent node: the round stops everywhere */
+        if (baton_store_set(c->st, key, why, strlen(why)) < 0) BATON_WARN("baton run: could not tell the other nodes");
+        return 1;
+    }
     if (key_exists(c->st, key, &exists) < 0) {
         snprintf(why, len, "lost the rendezvous store (%s); did the --node-rank 0 launcher die?", baton_last_error());
         return 1;
@@ -201,8 +209,11 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
         fprintf(stderr, "baton run: %s\n", baton_last_error());
         return 2;
     }
+    double lost_s;
+    if (run_alive_timeout(&lost_s) < 0) return 2;
     baton_store_server *rdzv = NULL, *wsrv = NULL;
     baton_store *st = NULL;
+    run_alive *alive = NULL;
     if (host && start_store(baton_store_listen_host(o->rdzv_host), o->rdzv_port, secret, &rdzv) < 0) return 1;
     if (baton_store_connect(o->rdzv_host, o->rdzv_port, secret, BATON_STORE_SECRET_BYTES, rdzv_timeout, &st) < 0) {
         fprintf(stderr, "baton run: cannot reach the rendezvous store at %s:%d: %s\n", o->rdzv_host, o->rdzv_port,
@@ -259,7 +270,13 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
         snprintf(rj.store_host, sizeof rj.store_host, "%s", o->rdzv_host);
         fprintf(stderr, "baton run: round %ld: node %ld of %ld, world size %ld\n", k, ro.node_rank, size, size * o->nproc);
 
-        elastic_ctx ctx = {st, k, size, o->nnodes, 0};
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "elastic/%ld", k);
+        run_alive_stop(alive);   /* the last round's */
+        alive = NULL;
+        if (run_alive_start_as(o->rdzv_host, o->rdzv_port, secret, prefix, ro.node_rank, size, host, lost_s, &alive) < 0)
+            goto out;
+        elastic_ctx ctx = {st, k, size, o->nnodes, 0, alive};
         run_group g;
         run_outcome oc;
         /* a client of the round's worker store: the join watch (run_group.c) */
@@ -301,6 +318,7 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
         }
         if (oc.result == RUN_OK) {
             ctx.finishing = 1;
+            run_alive_done(ctx.alive, st);   /* done: this node may leave without being counted lost */
             int64_t done = 0;
             snprintf(key, sizeof key, "elastic/%ld/done", k);
             if (baton_store_add(st, key, 1, &done) < 0) goto store_err;
@@ -344,6 +362,7 @@ store_err:
             baton_last_error());
     code = 1;
 out:
+    run_alive_stop(alive);
     baton_store_close(st);
     baton_store_server_stop(wsrv);
     baton_store_server_stop(rdzv);
