@@ -469,19 +469,16 @@ store_err:
     return 1;
 }
 
-/* The end of step 6: the other nodes say they no longer need the store (they have read the outcome, or they
- * leave anyway); node 0, once every node is counted done, waits for that (at most LEAVE_WAIT_S, or until a stop
- * signal) before its store goes. */
-static void leave_together(baton_store *st, const run_opts *o, int sigfd) {
+void run_leave_together(baton_store *st, const char *key, int host, long others, double wait_s, int sigfd) {
     int64_t left = 0;
-    if (o->node_rank != 0) {
-        baton_store_add(st, "job/left", 1, &left);
+    if (!host) {
+        baton_store_add(st, key, 1, &left);
         return;
     }
-    uint64_t deadline = baton__deadline_after(LEAVE_WAIT_S);
-    while (left < o->nnodes - 1 && baton__now_ns() < deadline && !pending_stop_signal(sigfd) &&
-           baton_store_add(st, "job/left", 0, &left) == 0)
-        if (left < o->nnodes - 1) baton__sleep_ns(10000000ull);
+    uint64_t deadline = baton__deadline_after(wait_s);
+    while (left < others && baton__now_ns() < deadline && !pending_stop_signal(sigfd) &&
+           baton_store_add(st, key, 0, &left) == 0)
+        if (left < others) baton__sleep_ns(10000000ull);
 }
 
 static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
@@ -569,14 +566,17 @@ static int run_multi_node(job *j, const uint8_t *secret, int sigfd) {
             baton__sleep_ns(100000000ull);
             if (baton_store_add(st, "job/done", 0, &done) < 0) break;   /* the store is gone */
         }
-        int exists = 0;
-        if (code == 0 && (done >= DONE_FAILED || (baton_store_check(st, "job/abort", &exists) == 0 && exists))) {
+        int aborted = 0;
+        if (code == 0 && baton_store_check(st, "job/abort", &aborted) < 0) aborted = 0;
+        if (code == 0 && (done >= DONE_FAILED || aborted)) {
             char why[256] = "another node's launcher failed";
-            if (baton_store_check(st, "job/abort", &exists) == 0 && exists) poll_abort(&ctx, why, sizeof why);
+            if (aborted) poll_abort(&ctx, why, sizeof why);
             fprintf(stderr, "baton run: this node's workers succeeded but the job failed elsewhere: %s\n", why);
             code = 1;
         }
-        if (o->node_rank != 0 || done % DONE_FAILED >= o->nnodes) leave_together(st, o, sigfd);
+        /* the others say they have read the outcome; node 0 waits for that before its store goes */
+        if (o->node_rank != 0 || done % DONE_FAILED >= o->nnodes)
+            run_leave_together(st, "job/left", o->node_rank == 0, o->nnodes - 1, LEAVE_WAIT_S, sigfd);
     }
 out:
     run_alive_stop(alive);

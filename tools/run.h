@@ -139,6 +139,10 @@ int start_store(const char *host, int port, const uint8_t *secret, baton_store_s
 int pick_torch_port(const char *host, int *port);
 void remove_shm_leftovers(const char *job_id);
 int pending_stop_signal(int sigfd);
+/* At the end of a multi-node job (or an elastic round): a launcher that is not the store's host adds 1 to key,
+ * saying it no longer needs the store; the host waits until `others` have (at most wait_s, or until a stop
+ * signal) before its store goes, so that nobody loses it before reading the outcome. */
+void run_leave_together(baton_store *st, const char *key, int host, long others, double wait_s, int sigfd);
 /* run_alive.c: the launchers of a multi-node job watch each other (BATON_NODE_TIMEOUT). run_alive_timeout reads
  * it (-1 after a message). run_alive_start (on every node but 0) connects a store client of its own and starts
  * a thread that bumps this launcher's heartbeat every second (-1 after a message). run_alive_lost (node 0

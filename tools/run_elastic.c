@@ -116,27 +116,22 @@ static int poll_elastic(void *p, char *why, size_t len) {
  * have seen the count of done nodes complete ("elastic/k/left"); the host keeps the store up until both have
  * happened (at most ELASTIC_SETTLE_MS for the first, ELASTIC_LEAVE_S for the second): a launcher that lost the
  * store before it saw the count complete cannot tell a finished job from a failed host, and says it failed. */
-static void finish_job(baton_store *st, int host, long k, long size) {
+static void finish_job(baton_store *st, int host, long k, long size, int sigfd) {
     char jk[64], lk[64];
-    int64_t left = 0;
     snprintf(lk, sizeof lk, "elastic/%ld/left", k);
     if (baton_store_set(st, "elastic/complete", "1", 1) < 0) return;
-    if (!host) {
-        baton_store_add(st, lk, 1, &left);
-        return;
+    if (host) {
+        snprintf(jk, sizeof jk, "elastic/%ld/joined", k + 1);
+        uint64_t deadline = baton__deadline_after(ELASTIC_SETTLE_MS / 1000.0);
+        while (baton__now_ns() < deadline) {
+            int64_t waiting = 0, seen = 0;
+            if (baton_store_add(st, jk, 0, &waiting) < 0 || baton_store_add(st, "elastic/complete_seen", 0, &seen) < 0)
+                return;
+            if (seen >= waiting) break;
+            baton__sleep_ns(50000000ull);
+        }
     }
-    snprintf(jk, sizeof jk, "elastic/%ld/joined", k + 1);
-    uint64_t deadline = baton__deadline_after(ELASTIC_SETTLE_MS / 1000.0);
-    while (baton__now_ns() < deadline) {
-        int64_t waiting = 0, seen = 0;
-        if (baton_store_add(st, jk, 0, &waiting) < 0 || baton_store_add(st, "elastic/complete_seen", 0, &seen) < 0)
-            return;
-        if (seen >= waiting) break;
-        baton__sleep_ns(50000000ull);
-    }
-    deadline = baton__deadline_after(ELASTIC_LEAVE_S);
-    while (baton__now_ns() < deadline && baton_store_add(st, lk, 0, &left) == 0 && left < size - 1)
-        baton__sleep_ns(10000000ull);
+    run_leave_together(st, lk, host, size - 1, ELASTIC_LEAVE_S, sigfd);
 }
 
 /* Host: a fresh worker store, job id and MASTER_PORT for round k. */
@@ -335,7 +330,7 @@ int run_elastic(job *j, const uint8_t *secret, int sigfd) {
             }
             if (!stop && done >= size) {
                 code = 0;
-                finish_job(st, host, k, size);
+                finish_job(st, host, k, size, sigfd);
                 goto out;
             }
             if (!stop) {   /* never a success: the job is done only when every node of the round is */

@@ -178,8 +178,7 @@ static int connect_store(baton_comm *c, baton_store_plan *plan) {
     if (plan->host_it) {
         if (!plan->have_secret && (rc = baton_secret_generate(plan->secret)) < 0) return rc;
         /* several nodes: a name that maps to loopback here (Debian's own-name entry) must not shut them out */
-        int one_node = c->id.local_world == c->world || c->id.nnodes == 1;
-        const char *listen = one_node ? plan->host : baton_store_listen_host(plan->host);
+        const char *listen = plan->one_node ? plan->host : baton_store_listen_host(plan->host);
         if ((rc = baton_store_server_start(listen, plan->port, plan->secret, sizeof plan->secret,
                                            &c->store_server)) < 0)
             return baton__fail_ctx(rc, "rank 0 cannot host the store on %s:%d: ", plan->host, plan->port);
@@ -413,7 +412,7 @@ static int exchange(baton_comm *c, uint64_t deadline) {
      * it is there once the host table is. */
     char seen[80];
     if (c->id.local_rank <= 0 && baton_store_peer_address(c->store, seen, sizeof seen) == BATON_OK &&
-        strncmp(seen, "127.", 4) && strcmp(seen, "[::1]") &&
+        !baton__is_loopback(seen) &&
         (rc = baton_store_set(c->store, "baton/store_seen", seen, strlen(seen))) < 0)
         return rc;
     snprintf(key, sizeof key, "baton/host/%d", c->rank);

@@ -33,9 +33,12 @@ typedef struct {
     int have_secret;               /* 0: rank 0 generates it and shares it through a private file */
     char file[512];                /* single-node hand-off file (port and secret), or "" */
     char job_id[64];               /* names shared-memory segments */
+    int one_node;                  /* every rank is on this machine (the launcher says so, or a loopback address) */
 } baton_store_plan;
 
 int baton__identity_from_env(baton_identity *id);
+/* 1 when host is a loopback address or "localhost" as written ("127.x", "::1", "[::1]"): no name is resolved. */
+int baton__is_loopback(const char *host);
 int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan);
 struct baton_comm;
 /* Posts baton/fail/<rank> = "<kind> <peer>" for the launcher's blame (see coll.c). */

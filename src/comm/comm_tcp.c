@@ -45,7 +45,7 @@ static int address_towards(const char *host, char *out, size_t n) {
  * ("baton/store_seen", before their host entries, so it is there once the host table is): when it exists it is
  * this machine's address as they see it, and it is what this rank publishes. */
 static int not_loopback(baton_comm *c, char *host, size_t n) {
-    if (strncmp(host, "127.", 4) && strcmp(host, "[::1]")) return BATON_OK;
+    if (!baton__is_loopback(host)) return BATON_OK;
     int exists = 0, rc;
     void *v = NULL;
     size_t len = 0;

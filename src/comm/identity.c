@@ -175,7 +175,7 @@ static int handoff_path(baton_store_plan *plan) {
     return BATON_OK;
 }
 
-static int is_loopback(const char *host) {
+int baton__is_loopback(const char *host) {
     return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]");
 }
 
@@ -211,7 +211,8 @@ int baton__store_plan_from_env(const baton_identity *id, baton_store_plan *plan)
     /* One node when the launcher says so, or when rank 0's store is on a loopback address: torchrun's
      * variables set by hand on one host (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, no LOCAL_WORLD_SIZE). */
     int single_node = (id->local_world > 0 && id->local_world == id->world) || (id->nnodes == 1) ||
-                      (ma && is_loopback(ma));
+                      (ma && baton__is_loopback(ma));
+    plan->one_node = single_node;
     if (ma && *ma && mp && *mp) {
         long port;
         if (baton__parse_long(mp, 1, 65535, &port) < 0)
